@@ -1,0 +1,194 @@
+// Package rocketmq implements the mq interfaces with the RocketMQ 5 gRPC
+// client (github.com/apache/rocketmq-clients/golang/v5), talking to a
+// RocketMQ proxy.
+package rocketmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+	"github.com/apache/rocketmq-clients/golang/v5/credentials"
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+
+	"github.com/aivedio/pipeline/adapter/mq"
+	"github.com/aivedio/pipeline/shared/config"
+)
+
+func clientConfig(cfg config.RocketMQ, group string) *rmq.Config {
+	return &rmq.Config{
+		Endpoint:      cfg.Endpoint,
+		ConsumerGroup: group,
+		Credentials:   &credentials.SessionCredentials{AccessKey: cfg.AccessKey, AccessSecret: cfg.SecretKey},
+	}
+}
+
+// Producer publishes through a RocketMQ proxy.
+type Producer struct {
+	producer rmq.Producer
+}
+
+var _ mq.Producer = (*Producer)(nil)
+
+// NewProducer starts a producer. Topics it will publish to may be named up
+// front so their routes are fetched at start rather than on first send.
+func NewProducer(cfg config.RocketMQ, topics ...string) (*Producer, error) {
+	p, err := rmq.NewProducer(clientConfig(cfg, ""), rmq.WithTopics(topics...))
+	if err != nil {
+		return nil, fmt.Errorf("new rocketmq producer: %w", err)
+	}
+	if err := p.Start(); err != nil {
+		return nil, fmt.Errorf("start rocketmq producer at %s: %w", cfg.Endpoint, err)
+	}
+	return &Producer{producer: p}, nil
+}
+
+// Send publishes msg and waits for the broker to store it.
+func (p *Producer) Send(ctx context.Context, msg *mq.Message) (string, error) {
+	out := &rmq.Message{Topic: msg.Topic, Body: msg.Body}
+	if msg.Tag != "" {
+		out.SetTag(msg.Tag)
+	}
+	if len(msg.Keys) > 0 {
+		out.SetKeys(msg.Keys...)
+	}
+	if msg.MessageGroup != "" {
+		out.SetMessageGroup(msg.MessageGroup)
+	}
+	if !msg.DeliveryTime.IsZero() {
+		out.SetDelayTimestamp(msg.DeliveryTime)
+	}
+	for k, v := range msg.Properties {
+		out.AddProperty(k, v)
+	}
+	receipts, err := p.producer.Send(ctx, out)
+	if err != nil {
+		return "", fmt.Errorf("send to %s: %w", msg.Topic, err)
+	}
+	if len(receipts) == 0 {
+		return "", fmt.Errorf("send to %s: broker returned no receipt", msg.Topic)
+	}
+	return receipts[0].MessageID, nil
+}
+
+// Close stops the producer.
+func (p *Producer) Close() error { return p.producer.GracefulStop() }
+
+// Consumer is a RocketMQ simple consumer of one consumer group.
+type Consumer struct {
+	consumer rmq.SimpleConsumer
+}
+
+var _ mq.Consumer = (*Consumer)(nil)
+
+// ConsumerParams says what a Consumer reads.
+type ConsumerParams struct {
+	Group string // broker name of the consumer group
+	// Filters maps each broker topic name to its tag expression ("*", "A||B").
+	Filters map[string]string
+	// Await is how long one Receive long-polls for messages; 20 s when zero.
+	Await time.Duration
+}
+
+// NewConsumer starts a simple consumer.
+func NewConsumer(cfg config.RocketMQ, params ConsumerParams) (*Consumer, error) {
+	await := params.Await
+	if await == 0 {
+		await = 20 * time.Second
+	}
+	subs := make(map[string]*rmq.FilterExpression, len(params.Filters))
+	for topic, expr := range params.Filters {
+		subs[topic] = rmq.NewFilterExpression(expr)
+	}
+	c, err := rmq.NewSimpleConsumer(clientConfig(cfg, params.Group),
+		rmq.WithSimpleAwaitDuration(await), rmq.WithSimpleSubscriptionExpressions(subs))
+	if err != nil {
+		return nil, fmt.Errorf("new rocketmq consumer for %s: %w", params.Group, err)
+	}
+	if err := c.Start(); err != nil {
+		return nil, fmt.Errorf("start rocketmq consumer for %s at %s: %w", params.Group, cfg.Endpoint, err)
+	}
+	return &Consumer{consumer: c}, nil
+}
+
+// Receive long-polls for up to max messages. An empty result is not an error.
+func (c *Consumer) Receive(ctx context.Context, max int, invisible time.Duration) ([]*mq.Received, error) {
+	views, err := c.consumer.Receive(ctx, int32(max), invisible)
+	if err != nil {
+		if status, ok := rmq.AsErrRpcStatus(err); ok && status.GetCode() == int32(v2.Code_MESSAGE_NOT_FOUND) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("receive: %w", err)
+	}
+	out := make([]*mq.Received, 0, len(views))
+	for _, v := range views {
+		out = append(out, received(v))
+	}
+	return out, nil
+}
+
+func received(v *rmq.MessageView) *mq.Received {
+	r := &mq.Received{
+		Message: mq.Message{
+			Topic:      v.GetTopic(),
+			Keys:       v.GetKeys(),
+			Properties: v.GetProperties(),
+			Body:       v.GetBody(),
+		},
+		MessageID:       v.GetMessageId(),
+		DeliveryAttempt: int(v.GetDeliveryAttempt()),
+		Handle:          v,
+	}
+	if tag := v.GetTag(); tag != nil {
+		r.Tag = *tag
+	}
+	if group := v.GetMessageGroup(); group != nil {
+		r.MessageGroup = *group
+	}
+	if at := v.GetDeliveryTimestamp(); at != nil {
+		r.DeliveryTime = *at
+	}
+	if at := v.GetBornTimestamp(); at != nil {
+		r.BornAt = *at
+	}
+	return r
+}
+
+func view(msg *mq.Received) (*rmq.MessageView, error) {
+	v, ok := msg.Handle.(*rmq.MessageView)
+	if !ok {
+		return nil, errors.New("message was not received by a rocketmq consumer")
+	}
+	return v, nil
+}
+
+// Ack settles msg.
+func (c *Consumer) Ack(ctx context.Context, msg *mq.Received) error {
+	v, err := view(msg)
+	if err != nil {
+		return err
+	}
+	if err := c.consumer.Ack(ctx, v); err != nil {
+		return fmt.Errorf("ack %s: %w", msg.MessageID, err)
+	}
+	return nil
+}
+
+// ChangeInvisibleDuration hides msg for d more, after which it is redelivered.
+// The client call takes no context; it is bounded by the client's own
+// request timeout.
+func (c *Consumer) ChangeInvisibleDuration(_ context.Context, msg *mq.Received, d time.Duration) error {
+	v, err := view(msg)
+	if err != nil {
+		return err
+	}
+	if err := c.consumer.ChangeInvisibleDuration(v, d); err != nil {
+		return fmt.Errorf("change invisible duration of %s: %w", msg.MessageID, err)
+	}
+	return nil
+}
+
+// Close stops the consumer.
+func (c *Consumer) Close() error { return c.consumer.GracefulStop() }

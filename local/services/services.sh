@@ -1,0 +1,314 @@
+#!/usr/bin/env bash
+# services.sh: install, start and stop the real services the tests need, on
+# 127.0.0.1, with data under a temporary folder.
+#
+#   services.sh up      install what is missing, start everything, write the env file
+#   services.sh down    stop what `up` started and remove its data
+#   services.sh status  exit 0 when every service answers
+#   services.sh env     print the env file (source it to reach the services)
+#
+# PostgreSQL, Redis and ffmpeg come from Debian's packages; RocketMQ 5 (name
+# server + proxy in local mode, broker embedded) from jars Maven resolves from
+# Maven Central at a pinned version; the S3 server is versitygw (Apache-2.0)
+# built with `go install` at a pinned version. Downloads are cached, so a second
+# `up` downloads nothing.
+set -euo pipefail
+
+ROCKETMQ_VERSION=5.3.3
+VERSITYGW_VERSION=v1.8.0
+
+DIR=${AIVEDIO_SERVICES_DIR:-/tmp/aivedio-services}
+CACHE=${AIVEDIO_CACHE_DIR:-$HOME/.cache/aivedio}
+PG_PORT=${AIVEDIO_PG_PORT:-55432}
+REDIS_PORT=${AIVEDIO_REDIS_PORT:-56379}
+NAMESRV_PORT=${AIVEDIO_NAMESRV_PORT:-59876}
+PROXY_GRPC_PORT=${AIVEDIO_PROXY_GRPC_PORT:-58081}
+PROXY_REMOTING_PORT=${AIVEDIO_PROXY_REMOTING_PORT:-58080}
+BROKER_PORT=${AIVEDIO_BROKER_PORT:-50911}
+S3_PORT=${AIVEDIO_S3_PORT:-57070}
+S3_ACCESS_KEY=aivedio
+S3_SECRET_KEY=aivedio-test-secret
+ROCKETMQ_LIB=$CACHE/rocketmq-$ROCKETMQ_VERSION/lib
+GOBIN_DIR=$(go env GOPATH)/bin
+
+log() { printf 'services: %s\n' "$*" >&2; }
+# die names the cause and the fix on one line, then stops.
+die() { printf 'services: FAILED: %s\n' "$*" >&2; exit 1; }
+
+as_postgres() {
+	if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+wait_port() { # name port seconds logfile
+	local i
+	for ((i = 0; i < $3 * 5; i++)); do
+		port_open "$2" && return 0
+		sleep 0.2
+	done
+	die "$1 did not open 127.0.0.1:$2 within $3s; see $4"
+}
+
+alive() { [ -f "$DIR/$1.pid" ] && kill -0 "$(cat "$DIR/$1.pid")" 2>/dev/null; }
+
+check_port_free() { # name port
+	if port_open "$2" && ! alive "$1"; then
+		die "port 127.0.0.1:$2 for $1 is taken by another process; stop it or set AIVEDIO_${1^^}_PORT"
+	fi
+}
+
+preflight() {
+	command -v go >/dev/null || die "go is not on PATH; install Go 1.24+"
+	command -v java >/dev/null || die "java is not on PATH; install a JDK 17 (apt-get install openjdk-17-jre-headless)"
+	command -v mvn >/dev/null || [ -f "$ROCKETMQ_LIB/.complete" ] ||
+		die "mvn is not on PATH and RocketMQ jars are not cached; apt-get install maven"
+	mkdir -p "$DIR" "$CACHE"
+	local used avail
+	used=$(df --output=pcent "$DIR" | tail -n1 | tr -dc 0-9)
+	avail=$(df --output=avail -k "$DIR" | tail -n1 | tr -dc 0-9)
+	# The broker refuses writes past 75% disk use by default, and needs room for its commit log.
+	if [ "$used" -ge 90 ] || [ "$avail" -lt $((2 * 1024 * 1024)) ]; then
+		die "disk under $DIR is nearly full (${used}% used, $((avail / 1024)) MiB free); free 2 GiB or set AIVEDIO_SERVICES_DIR elsewhere"
+	fi
+}
+
+apt_install() { # packages...
+	local missing=()
+	for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	log "installing Debian packages: ${missing[*]}"
+	local sudo=""
+	[ "$(id -u)" = 0 ] || sudo=sudo
+	$sudo apt-get update -qq >"$DIR/apt.log" 2>&1 || die "apt-get update failed; see $DIR/apt.log"
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >>"$DIR/apt.log" 2>&1 ||
+		die "apt-get install ${missing[*]} failed; see $DIR/apt.log"
+}
+
+pg_bin() {
+	local d
+	d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)
+	[ -n "$d" ] || die "PostgreSQL binaries not found under /usr/lib/postgresql; apt-get install postgresql"
+	echo "$d"
+}
+
+start_postgres() {
+	local bin data=$DIR/pg
+	bin=$(pg_bin)
+	if as_postgres "$bin/pg_ctl" -D "$data" status >/dev/null 2>&1; then return 0; fi
+	check_port_free postgres "$PG_PORT"
+	if [ ! -f "$data/PG_VERSION" ]; then
+		mkdir -p "$data"
+		[ "$(id -u)" = 0 ] && chown postgres:postgres "$data"
+		as_postgres "$bin/initdb" -D "$data" -U aivedio --auth=trust -E UTF8 >"$DIR/pg-init.log" 2>&1 ||
+			die "initdb failed; see $DIR/pg-init.log"
+	fi
+	touch "$DIR/postgres.log"
+	[ "$(id -u)" = 0 ] && chown postgres:postgres "$DIR/postgres.log"
+	# fsync stays on: tests measure the durable path the product runs on.
+	as_postgres "$bin/pg_ctl" -D "$data" -l "$DIR/postgres.log" -w -t 60 \
+		-o "-p $PG_PORT -c listen_addresses=127.0.0.1 -k $data -c max_connections=200" start >/dev/null ||
+		die "PostgreSQL did not start; see $DIR/postgres.log"
+	as_postgres "$bin/psql" -h 127.0.0.1 -p "$PG_PORT" -U aivedio -d postgres -tAc \
+		"SELECT 1 FROM pg_database WHERE datname='aivedio'" | grep -q 1 ||
+		as_postgres "$bin/createdb" -h 127.0.0.1 -p "$PG_PORT" -U aivedio aivedio
+}
+
+start_redis() {
+	alive redis && return 0
+	check_port_free redis "$REDIS_PORT"
+	mkdir -p "$DIR/redis"
+	redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$DIR/redis" --save '' --appendonly no \
+		--daemonize yes --pidfile "$DIR/redis.pid" --logfile "$DIR/redis.log" ||
+		die "redis-server did not start; see $DIR/redis.log"
+	wait_port redis "$REDIS_PORT" 20 "$DIR/redis.log"
+}
+
+install_versitygw() {
+	local bin=$GOBIN_DIR/versitygw stamp=$CACHE/versitygw-$VERSITYGW_VERSION.installed
+	[ -x "$bin" ] && [ -f "$stamp" ] && return 0
+	log "building versitygw $VERSITYGW_VERSION with go install (about 1.5 minutes, once)"
+	go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION" >"$DIR/versitygw-install.log" 2>&1 ||
+		die "go install versitygw failed (is the Go module proxy reachable?); see $DIR/versitygw-install.log"
+	touch "$stamp"
+}
+
+start_s3() {
+	alive s3 && return 0
+	check_port_free s3 "$S3_PORT"
+	mkdir -p "$DIR/s3"
+	ROOT_ACCESS_KEY=$S3_ACCESS_KEY ROOT_SECRET_KEY=$S3_SECRET_KEY \
+		nohup "$GOBIN_DIR/versitygw" --port "127.0.0.1:$S3_PORT" posix "$DIR/s3" >"$DIR/s3.log" 2>&1 &
+	echo $! >"$DIR/s3.pid"
+	wait_port s3 "$S3_PORT" 30 "$DIR/s3.log"
+}
+
+install_rocketmq() {
+	[ -f "$ROCKETMQ_LIB/.complete" ] && return 0
+	log "resolving RocketMQ $ROCKETMQ_VERSION jars from Maven Central (once)"
+	local pom tmp
+	pom=$(mktemp -d)
+	tmp=$ROCKETMQ_LIB.partial
+	rm -rf "$tmp"
+	cat >"$pom/pom.xml" <<EOF
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>local.aivedio</groupId><artifactId>rocketmq-runtime</artifactId><version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.rocketmq</groupId><artifactId>rocketmq-proxy</artifactId><version>$ROCKETMQ_VERSION</version></dependency>
+    <dependency><groupId>org.apache.rocketmq</groupId><artifactId>rocketmq-namesrv</artifactId><version>$ROCKETMQ_VERSION</version></dependency>
+    <dependency><groupId>org.apache.rocketmq</groupId><artifactId>rocketmq-tools</artifactId><version>$ROCKETMQ_VERSION</version></dependency>
+  </dependencies>
+</project>
+EOF
+	(cd "$pom" && mvn -q -B dependency:copy-dependencies -DoutputDirectory="$tmp") >"$DIR/maven.log" 2>&1 ||
+		die "Maven could not resolve RocketMQ $ROCKETMQ_VERSION (is Maven Central reachable?); see $DIR/maven.log"
+	rm -rf "$pom" "$ROCKETMQ_LIB"
+	mv "$tmp" "$ROCKETMQ_LIB"
+	touch "$ROCKETMQ_LIB/.complete"
+}
+
+write_rocketmq_config() {
+	local home=$DIR/rocketmq
+	mkdir -p "$home/conf" "$home/store"
+	cat >"$home/conf/namesrv.properties" <<EOF
+listenPort=$NAMESRV_PORT
+bindAddress=127.0.0.1
+EOF
+	cat >"$home/conf/broker.conf" <<EOF
+brokerClusterName=DefaultCluster
+brokerName=broker-a
+brokerId=0
+brokerIP1=127.0.0.1
+brokerIP2=127.0.0.1
+bindAddress=127.0.0.1
+listenPort=$BROKER_PORT
+namesrvAddr=127.0.0.1:$NAMESRV_PORT
+storePathRootDir=$home/store
+storePathCommitLog=$home/store/commitlog
+# Small files: the default preallocates 1 GiB per commit-log file.
+mappedFileSizeCommitLog=67108864
+mappedFileSizeConsumeQueue=600000
+# Topics and groups come from the catalog, never from auto-creation.
+autoCreateTopicEnable=false
+autoCreateSubscriptionGroup=false
+enableTopicMessageTypeCheck=true
+diskMaxUsedSpaceRatio=90
+flushDiskType=ASYNC_FLUSH
+EOF
+	cat >"$home/conf/rmq-proxy.json" <<EOF
+{
+  "rocketMQClusterName": "DefaultCluster",
+  "namesrvAddr": "127.0.0.1:$NAMESRV_PORT",
+  "grpcServerPort": $PROXY_GRPC_PORT,
+  "remotingListenPort": $PROXY_REMOTING_PORT,
+  "enableTopicMessageTypeCheck": true
+}
+EOF
+}
+
+java_opts() { # heap
+	echo "-Xms$1 -Xmx$1 -XX:+UseG1GC -XX:MaxDirectMemorySize=256m -Duser.home=$DIR/rocketmq -Drocketmq.home.dir=$DIR/rocketmq"
+}
+
+start_rocketmq() {
+	local home=$DIR/rocketmq
+	export ROCKETMQ_HOME=$home
+	if ! alive namesrv; then
+		check_port_free namesrv "$NAMESRV_PORT"
+		# shellcheck disable=SC2046
+		nohup java $(java_opts 128m) -cp "$ROCKETMQ_LIB/*" org.apache.rocketmq.namesrv.NamesrvStartup \
+			-c "$home/conf/namesrv.properties" >"$DIR/namesrv.log" 2>&1 &
+		echo $! >"$DIR/namesrv.pid"
+		wait_port namesrv "$NAMESRV_PORT" 60 "$DIR/namesrv.log"
+	fi
+	if ! alive proxy; then
+		check_port_free proxy "$PROXY_GRPC_PORT"
+		# shellcheck disable=SC2046
+		nohup java $(java_opts 512m) -cp "$ROCKETMQ_LIB/*" org.apache.rocketmq.proxy.ProxyStartup \
+			-pm local -n "127.0.0.1:$NAMESRV_PORT" -pc "$home/conf/rmq-proxy.json" -bc "$home/conf/broker.conf" \
+			>"$DIR/proxy.log" 2>&1 &
+		echo $! >"$DIR/proxy.pid"
+		wait_port "RocketMQ proxy" "$PROXY_GRPC_PORT" 120 "$DIR/proxy.log"
+		wait_port "RocketMQ broker" "$BROKER_PORT" 60 "$DIR/proxy.log"
+	fi
+}
+
+write_env() {
+	cat >"$DIR/env" <<EOF
+export DATABASE_URL='postgres://aivedio@127.0.0.1:$PG_PORT/aivedio?sslmode=disable'
+export REDIS_URL='redis://127.0.0.1:$REDIS_PORT/0'
+export ROCKETMQ_ENDPOINT='127.0.0.1:$PROXY_GRPC_PORT'
+export ROCKETMQ_NAMESRV='127.0.0.1:$NAMESRV_PORT'
+export ROCKETMQ_CLUSTER='DefaultCluster'
+export ROCKETMQ_ADMIN_CLASSPATH='$ROCKETMQ_LIB/*'
+export S3_ENDPOINT='http://127.0.0.1:$S3_PORT'
+export S3_REGION='us-east-1'
+export S3_ACCESS_KEY_ID='$S3_ACCESS_KEY'
+export S3_SECRET_ACCESS_KEY='$S3_SECRET_KEY'
+export FFMPEG_PATH='$(command -v ffmpeg)'
+export FFPROBE_PATH='$(command -v ffprobe)'
+EOF
+}
+
+up() {
+	preflight
+	apt_install postgresql redis-server ffmpeg
+	install_versitygw
+	install_rocketmq
+	start_postgres
+	start_redis
+	start_s3
+	write_rocketmq_config
+	start_rocketmq
+	write_env
+	log "up: PostgreSQL :$PG_PORT, Redis :$REDIS_PORT, RocketMQ $ROCKETMQ_VERSION proxy :$PROXY_GRPC_PORT (namesrv :$NAMESRV_PORT), versitygw $VERSITYGW_VERSION :$S3_PORT; env in $DIR/env"
+}
+
+stop_pid() { # name
+	alive "$1" || { rm -f "$DIR/$1.pid"; return 0; }
+	local pid i
+	pid=$(cat "$DIR/$1.pid")
+	kill "$pid" 2>/dev/null || true
+	for ((i = 0; i < 150; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.2
+	done
+	kill -9 "$pid" 2>/dev/null || true
+	rm -f "$DIR/$1.pid"
+}
+
+down() {
+	[ -d "$DIR" ] || return 0
+	stop_pid proxy
+	stop_pid namesrv
+	stop_pid s3
+	stop_pid redis
+	if [ -f "$DIR/pg/PG_VERSION" ]; then
+		as_postgres "$(pg_bin)/pg_ctl" -D "$DIR/pg" -m fast -w stop >/dev/null 2>&1 || true
+	fi
+	rm -rf "$DIR"
+	log "down: stopped and removed $DIR"
+}
+
+status() {
+	local ok=0
+	port_open "$PG_PORT" || { log "PostgreSQL is not answering on :$PG_PORT"; ok=1; }
+	port_open "$REDIS_PORT" || { log "Redis is not answering on :$REDIS_PORT"; ok=1; }
+	port_open "$PROXY_GRPC_PORT" || { log "RocketMQ proxy is not answering on :$PROXY_GRPC_PORT"; ok=1; }
+	port_open "$S3_PORT" || { log "S3 server is not answering on :$S3_PORT"; ok=1; }
+	[ -f "$DIR/env" ] || { log "no env file at $DIR/env"; ok=1; }
+	return $ok
+}
+
+case "${1:-}" in
+up) up ;;
+down) down ;;
+status) status ;;
+env) cat "$DIR/env" ;;
+*)
+	echo "usage: $0 up|down|status|env" >&2
+	exit 2
+	;;
+esac

@@ -1,0 +1,170 @@
+// Package catalog is the one place that names the pipeline's topics, event
+// types, tags and consumer groups (DESIGN.md §3).
+//
+// Names here are the firm, logical names: event types, consumer group names
+// (which are also the inbox consumer_name) and logical topics keep their
+// dotted spelling everywhere in the product. RocketMQ accepts only
+// ^[%|a-zA-Z0-9_-]+$ in topic and group names, so whatever talks to the broker
+// uses [BrokerName], which replaces each '.' with '_'
+// (generation.submit.delay -> generation_submit_delay). The mapping is
+// injective for the catalog's names; [TestBrokerNamesAreLegal] keeps it so.
+package catalog
+
+import (
+	"fmt"
+	"strings"
+)
+
+// MessageType is a RocketMQ 5 topic message type; the proxy refuses a message
+// whose kind does not match its topic's type.
+type MessageType string
+
+// The RocketMQ 5 topic message types.
+const (
+	Normal MessageType = "NORMAL"
+	Delay  MessageType = "DELAY"
+	FIFO   MessageType = "FIFO"
+)
+
+// Event types (DESIGN.md §3), the event_type of an envelope.
+const (
+	EventSubmitRequested  = "generation.submit.requested"
+	EventPollDue          = "generation.poll.due"
+	EventCallbackReceived = "provider.callback.received"
+	EventFetchRequested   = "asset.fetch.requested"
+	EventPostprocess      = "asset.postprocess.requested"
+	EventRenderRequested  = "render.export.requested"
+	EventSettleRequested  = "billing.settle.requested"
+	EventTaskStateChanged = "task.state.changed"
+	EventReconcileDue     = "task.reconcile.due"
+)
+
+// Tags of asset.postprocess: which media step a message asks for.
+const (
+	TagProbe          = "PROBE"
+	TagTranscodeProxy = "TRANSCODE_PROXY"
+	TagThumbnail      = "THUMBNAIL"
+	TagWaveform       = "WAVEFORM"
+)
+
+// Topic is one physical topic with its RocketMQ message type.
+type Topic struct {
+	Name    string // firm name, e.g. "generation.submit.delay"
+	Logical string // logical topic it belongs to, e.g. "generation.submit"
+	Type    MessageType
+}
+
+// BrokerName is the name RocketMQ knows the topic by.
+func (t Topic) BrokerName() string { return BrokerName(t.Name) }
+
+// Physical topics (DESIGN.md §3).
+var (
+	GenerationSubmit      = Topic{"generation.submit", "generation.submit", Normal}
+	GenerationSubmitDelay = Topic{"generation.submit.delay", "generation.submit", Delay}
+	GenerationPollDelay   = Topic{"generation.poll.delay", "generation.poll", Delay}
+	GenerationCallback    = Topic{"generation.callback", "generation.callback", Normal}
+	AssetFetch            = Topic{"asset.fetch", "asset.fetch", Normal}
+	AssetPostprocess      = Topic{"asset.postprocess", "asset.postprocess", Normal}
+	RenderExport          = Topic{"render.export", "render.export", Normal}
+	BillingSettle         = Topic{"billing.settle", "billing.settle", Normal}
+	GenerationStateFIFO   = Topic{"generation.state.fifo", "notification.event", FIFO}
+	ReconcileDelay        = Topic{"compensation.reconcile.delay", "compensation.reconcile", Delay}
+)
+
+// Topics lists every physical topic.
+func Topics() []Topic {
+	return []Topic{
+		GenerationSubmit, GenerationSubmitDelay, GenerationPollDelay, GenerationCallback,
+		AssetFetch, AssetPostprocess, RenderExport, BillingSettle, GenerationStateFIFO, ReconcileDelay,
+	}
+}
+
+// Subscription is one topic a group reads and the tags it takes from it.
+type Subscription struct {
+	Topic Topic
+	Tags  []string // empty: every tag
+}
+
+// FilterExpression is the RocketMQ tag expression for the subscription:
+// "*" or "A||B".
+func (s Subscription) FilterExpression() string {
+	if len(s.Tags) == 0 {
+		return "*"
+	}
+	return strings.Join(s.Tags, "||")
+}
+
+// Group is a consumer group: one stage's view of its topics.
+type Group struct {
+	Name  string // firm name, e.g. "cg.scheduler.submit.v1"; also the inbox consumer_name
+	Stage string // the function that handles its messages
+	// MaxDeliveryAttempts bounds redelivery; the broker then moves the message
+	// to the group's dead-letter topic, which `adapter dlq drain` quarantines.
+	MaxDeliveryAttempts int
+	// Orderly groups consume a FIFO topic one message at a time per message group.
+	Orderly       bool
+	Subscriptions []Subscription
+}
+
+// BrokerName is the name RocketMQ knows the group by.
+func (g Group) BrokerName() string { return BrokerName(g.Name) }
+
+// DLQTopic is the broker's dead-letter topic of the group.
+func (g Group) DLQTopic() string { return "%DLQ%" + g.BrokerName() }
+
+// Consumer groups (DESIGN.md §3).
+var (
+	GroupSubmit    = Group{"cg.scheduler.submit.v1", "submit", 16, false, []Subscription{{GenerationSubmit, []string{EventSubmitRequested}}, {GenerationSubmitDelay, []string{EventSubmitRequested}}}}
+	GroupPoll      = Group{"cg.provider.poll.v1", "poll", 16, false, []Subscription{{GenerationPollDelay, []string{EventPollDue}}}}
+	GroupCallback  = Group{"cg.callback.apply.v1", "poll", 16, false, []Subscription{{GenerationCallback, []string{EventCallbackReceived}}}}
+	GroupFetch     = Group{"cg.asset.fetch.v1", "fetch", 16, false, []Subscription{{AssetFetch, []string{EventFetchRequested}}}}
+	GroupProbe     = Group{"cg.asset.probe.v1", "probe", 16, false, []Subscription{{AssetPostprocess, []string{TagProbe}}}}
+	GroupTranscode = Group{"cg.asset.transcode.v1", "transcode", 16, false, []Subscription{{AssetPostprocess, []string{TagTranscodeProxy, TagThumbnail, TagWaveform}}}}
+	GroupRender    = Group{"cg.render.export.v1", "render", 8, false, []Subscription{{RenderExport, []string{EventRenderRequested}}}}
+	GroupSettle    = Group{"cg.billing.settle.v1", "settle", 16, false, []Subscription{{BillingSettle, []string{EventSettleRequested}}}}
+	GroupNotify    = Group{"cg.notification.push.v1", "notify", 8, true, []Subscription{{GenerationStateFIFO, []string{EventTaskStateChanged}}}}
+	GroupReconcile = Group{"cg.reconcile.v1", "reconcile", 16, false, []Subscription{{ReconcileDelay, []string{EventReconcileDue}}}}
+)
+
+// Groups lists every consumer group.
+func Groups() []Group {
+	return []Group{
+		GroupSubmit, GroupPoll, GroupCallback, GroupFetch, GroupProbe,
+		GroupTranscode, GroupRender, GroupSettle, GroupNotify, GroupReconcile,
+	}
+}
+
+// GroupByName finds a group by its firm name or its broker name.
+func GroupByName(name string) (Group, error) {
+	for _, g := range Groups() {
+		if g.Name == name || g.BrokerName() == name {
+			return g, nil
+		}
+	}
+	return Group{}, fmt.Errorf("unknown consumer group %q (known: %s)", name, strings.Join(groupNames(), ", "))
+}
+
+// Stages lists the stage names that handle a consumer group, without repeats,
+// in catalog order.
+func Stages() []string {
+	var stages []string
+	seen := map[string]bool{}
+	for _, g := range Groups() {
+		if !seen[g.Stage] {
+			seen[g.Stage] = true
+			stages = append(stages, g.Stage)
+		}
+	}
+	return stages
+}
+
+func groupNames() []string {
+	names := make([]string, 0, len(Groups()))
+	for _, g := range Groups() {
+		names = append(names, g.Name)
+	}
+	return names
+}
+
+// BrokerName maps a firm topic or group name to one RocketMQ accepts.
+func BrokerName(name string) string { return strings.ReplaceAll(name, ".", "_") }

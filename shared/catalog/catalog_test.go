@@ -1,0 +1,63 @@
+package catalog_test
+
+import (
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aivedio/pipeline/shared/catalog"
+)
+
+// RocketMQ's TopicValidator pattern for topic and group names.
+var brokerLegal = regexp.MustCompile(`^[%|a-zA-Z0-9_-]+$`)
+
+func TestBrokerNamesAreLegal(t *testing.T) {
+	t.Parallel()
+	seen := map[string]string{}
+	check := func(firm, broker string) {
+		require.Regexp(t, brokerLegal, broker, "broker name of %q", firm)
+		require.LessOrEqual(t, len(broker), 127, "RocketMQ limits names to 127 characters")
+		if other, dup := seen[broker]; dup {
+			t.Fatalf("%q and %q map to the same broker name %q", firm, other, broker)
+		}
+		seen[broker] = firm
+	}
+	for _, topic := range catalog.Topics() {
+		check(topic.Name, topic.BrokerName())
+	}
+	for _, g := range catalog.Groups() {
+		check(g.Name, g.BrokerName())
+		require.Regexp(t, brokerLegal, g.DLQTopic())
+	}
+}
+
+func TestGroupsSubscribeToCatalogTopics(t *testing.T) {
+	t.Parallel()
+	topics := map[catalog.Topic]bool{}
+	for _, topic := range catalog.Topics() {
+		topics[topic] = true
+	}
+	for _, g := range catalog.Groups() {
+		require.NotEmpty(t, g.Subscriptions, g.Name)
+		require.Greater(t, g.MaxDeliveryAttempts, 1, g.Name)
+		for _, s := range g.Subscriptions {
+			require.True(t, topics[s.Topic], "%s reads %s, which is not in the catalog", g.Name, s.Topic.Name)
+			// An orderly group is what makes a FIFO topic deliver in order.
+			require.Equal(t, s.Topic.Type == catalog.FIFO, g.Orderly, g.Name)
+		}
+	}
+	require.Equal(t, []string{"submit", "poll", "fetch", "probe", "transcode", "render", "settle", "notify", "reconcile"}, catalog.Stages())
+}
+
+func TestGroupByName(t *testing.T) {
+	t.Parallel()
+	g, err := catalog.GroupByName("cg.asset.transcode.v1")
+	require.NoError(t, err)
+	require.Equal(t, "TRANSCODE_PROXY||THUMBNAIL||WAVEFORM", g.Subscriptions[0].FilterExpression())
+	byBroker, err := catalog.GroupByName("cg_asset_transcode_v1")
+	require.NoError(t, err)
+	require.Equal(t, g.Name, byBroker.Name)
+	_, err = catalog.GroupByName("cg.nope")
+	require.ErrorContains(t, err, `unknown consumer group "cg.nope"`)
+}
