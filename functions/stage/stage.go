@@ -1,0 +1,95 @@
+// Package stage is the part every stage function shares: it turns an
+// incoming CloudEvent into a validated envelope, refuses events the stage
+// does not handle, runs the stage's work, and reports the outcome in the
+// terms the source adapter acts on (DESIGN.md §6).
+//
+// # Outcomes
+//
+//   - nil from the work: HTTP 200, the adapter ACKs. Duplicates and stale
+//     no-ops are successes too.
+//   - an invalid envelope, an event type the stage does not handle, or work
+//     that returns an outcome.Permanent error: a 4xx (400 for the envelope,
+//     422 for the rest). The adapter quarantines the message and ACKs.
+//   - anything else: a 5xx. The adapter retries with backoff.
+//
+// A Function is safe for concurrent use when its WorkFunc is.
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/outcome"
+)
+
+// WorkFunc does a stage's work for one validated event. It must be
+// idempotent: the same event may arrive more than once.
+type WorkFunc func(ctx context.Context, ev envelope.Envelope) error
+
+// Params configures a Function.
+type Params struct {
+	Name       string   // stage name, e.g. "submit"
+	EventTypes []string // event types the stage handles
+	Work       WorkFunc
+	Logger     *slog.Logger
+}
+
+// Function is a func-go instanced CloudEvents function for one stage.
+type Function struct {
+	params Params
+}
+
+// New returns the function of one stage. It panics on a programming error
+// (no name, no event types, no work).
+func New(p Params) *Function {
+	if p.Name == "" || len(p.EventTypes) == 0 || p.Work == nil {
+		panic("stage.New: Name, EventTypes and Work are required")
+	}
+	if p.Logger == nil {
+		p.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Function{params: p}
+}
+
+// Name is the stage's name.
+func (f *Function) Name() string { return f.params.Name }
+
+// Handle validates ev and runs the stage's work. The returned error is a
+// CloudEvents HTTP result whose status code tells the adapter what to do.
+func (f *Function) Handle(ctx context.Context, ev event.Event) (*event.Event, error) {
+	log := f.params.Logger.With(slog.String("stage", f.params.Name), slog.String("event_id", ev.ID()), slog.String("event_type", ev.Type()))
+	env, err := envelope.FromCloudEvent(ev)
+	if err != nil {
+		class, _ := envelope.ClassOf(err)
+		log.WarnContext(ctx, "invalid envelope", slog.String("error_class", string(class)), slog.String("error", err.Error()))
+		return nil, cehttp.NewResult(http.StatusBadRequest, "%w", outcome.Permanent("envelope."+string(class), err))
+	}
+	if !slices.Contains(f.params.EventTypes, env.EventType) {
+		err := fmt.Errorf("stage %s does not handle event type %q (it handles %s)", f.params.Name, env.EventType, strings.Join(f.params.EventTypes, ", "))
+		log.WarnContext(ctx, "event type not handled", slog.String("error", err.Error()))
+		return nil, cehttp.NewResult(http.StatusUnprocessableEntity, "%w", outcome.Permanent("event.type_not_handled", err))
+	}
+	log = log.With(slog.String("tenant_id", env.TenantID))
+	if err := f.params.Work(ctx, env); err != nil {
+		class, code := outcome.Of(err)
+		log.WarnContext(ctx, "stage work failed", slog.String("error_class", string(class)), slog.String("error_code", code), slog.String("error", err.Error()))
+		if class == outcome.ClassPermanent {
+			return nil, cehttp.NewResult(http.StatusUnprocessableEntity, "%w", err)
+		}
+		status := http.StatusInternalServerError
+		if errors.Is(err, context.DeadlineExceeded) {
+			status = http.StatusServiceUnavailable
+		}
+		return nil, cehttp.NewResult(status, "%w", err)
+	}
+	return nil, nil
+}
