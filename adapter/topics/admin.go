@@ -105,7 +105,28 @@ func (a *Admin) Apply(ctx context.Context, topics []catalog.Topic, groups []cata
 	return errors.Join(errs...)
 }
 
+// attempts bounds tries of one command: on a loaded machine the tool's
+// own 3 s name-server calls time out, which it reports as an unknown cluster.
+const attempts = 3
+
 func (a *Admin) run(ctx context.Context, cmd Command) error {
+	var err error
+	for try := 1; try <= attempts; try++ {
+		if err = a.runOnce(ctx, cmd); err == nil || ctx.Err() != nil {
+			return err
+		}
+		if try < attempts {
+			select {
+			case <-time.After(time.Duration(try) * 2 * time.Second):
+			case <-ctx.Done():
+				return err
+			}
+		}
+	}
+	return err
+}
+
+func (a *Admin) runOnce(ctx context.Context, cmd Command) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	java := a.Java

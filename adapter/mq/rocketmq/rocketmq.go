@@ -32,17 +32,39 @@ type Producer struct {
 
 var _ mq.Producer = (*Producer)(nil)
 
-// NewProducer starts a producer. Topics it will publish to may be named up
-// front so their routes are fetched at start rather than on first send.
+// startTimeout bounds a client's start: the v5 client waits for its
+// settings to sync with no deadline of its own.
+const startTimeout = 30 * time.Second
+
+// NewProducer starts a producer for the given broker topics (at least one:
+// the v5 client never finishes starting without a topic route). It may send
+// to other topics too; their routes are fetched on first send.
 func NewProducer(cfg config.RocketMQ, topics ...string) (*Producer, error) {
+	if len(topics) == 0 {
+		return nil, errors.New("new rocketmq producer: name at least one topic")
+	}
 	p, err := rmq.NewProducer(clientConfig(cfg, ""), rmq.WithTopics(topics...))
 	if err != nil {
 		return nil, fmt.Errorf("new rocketmq producer: %w", err)
 	}
-	if err := p.Start(); err != nil {
+	if err := startWithin(p.Start, startTimeout); err != nil {
 		return nil, fmt.Errorf("start rocketmq producer at %s: %w", cfg.Endpoint, err)
 	}
 	return &Producer{producer: p}, nil
+}
+
+// startWithin runs a client's blocking Start with a deadline. On timeout
+// the Start goroutine is left to finish or fail on its own: the client
+// offers no way to abort it, and the caller is expected to give up.
+func startWithin(start func() error, d time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- start() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		return fmt.Errorf("not started within %s (is the proxy reachable and do the topics exist?)", d)
+	}
 }
 
 // Send publishes msg and waits for the broker to store it.
@@ -107,7 +129,7 @@ func NewConsumer(cfg config.RocketMQ, params ConsumerParams) (*Consumer, error) 
 	if err != nil {
 		return nil, fmt.Errorf("new rocketmq consumer for %s: %w", params.Group, err)
 	}
-	if err := c.Start(); err != nil {
+	if err := startWithin(c.Start, startTimeout); err != nil {
 		return nil, fmt.Errorf("start rocketmq consumer for %s at %s: %w", params.Group, cfg.Endpoint, err)
 	}
 	return &Consumer{consumer: c}, nil
