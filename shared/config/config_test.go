@@ -1,0 +1,77 @@
+package config_test
+
+import (
+	"os"
+	"reflect"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aivedio/pipeline/shared/config"
+)
+
+type testConfig struct {
+	config.Postgres
+	config.Redis
+}
+
+func (c testConfig) Validate() error {
+	if err := c.Postgres.Validate(); err != nil {
+		return err
+	}
+	return c.Redis.Validate()
+}
+
+func TestLoad(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://u@127.0.0.1:5432/db")
+	t.Setenv("REDIS_URL", "redis://127.0.0.1:6379/0")
+	var cfg testConfig
+	require.NoError(t, config.Load(&cfg))
+	require.Equal(t, int32(16), cfg.MaxConns)
+	require.Equal(t, "redis://127.0.0.1:6379/0", cfg.Redis.URL)
+
+	t.Setenv("REDIS_URL", "http://nope")
+	require.ErrorContains(t, config.Load(&cfg), "REDIS_URL must be a redis://")
+}
+
+func TestLoadNamesMissingVariable(t *testing.T) {
+	t.Setenv("DATABASE_URL", "")
+	t.Setenv("REDIS_URL", "redis://127.0.0.1:6379/0")
+	var cfg testConfig
+	require.ErrorContains(t, config.Load(&cfg), "DATABASE_URL")
+}
+
+func TestValidateNamesTheVariable(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		block config.Validator
+		want  string
+	}{
+		{config.Postgres{URL: "mysql://x", MaxConns: 1}, "DATABASE_URL"},
+		{config.Postgres{URL: "postgres://x", MaxConns: 0}, "DATABASE_MAX_CONNS"},
+		{config.RocketMQ{Endpoint: "nohostport"}, "ROCKETMQ_ENDPOINT"},
+		{config.RocketMQ{Endpoint: "h:1", AccessKey: "a"}, "ROCKETMQ_ACCESS_KEY and ROCKETMQ_SECRET_KEY"},
+		{config.S3{Endpoint: "ftp://x", Bucket: "b"}, "S3_ENDPOINT"},
+		{config.S3{Bucket: ""}, "S3_BUCKET"},
+		{config.S3{Bucket: "b", AccessKeyID: "a"}, "S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY"},
+	}
+	for _, tt := range tests {
+		require.ErrorContains(t, tt.block.Validate(), tt.want)
+	}
+}
+
+// TestREADMEListsEveryVariable keeps the README's configuration table in
+// step with the blocks: a new or renamed variable fails here.
+func TestREADMEListsEveryVariable(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	for _, block := range []any{config.Postgres{}, config.RocketMQ{}, config.Redis{}, config.S3{}, config.Media{}} {
+		typ := reflect.TypeOf(block)
+		for i := range typ.NumField() {
+			name := typ.Field(i).Tag.Get("envconfig")
+			require.NotEmpty(t, name, "%s.%s has no envconfig tag", typ.Name(), typ.Field(i).Name)
+			require.Contains(t, string(readme), "`"+name+"`", "README.md does not document %s", name)
+		}
+	}
+}
