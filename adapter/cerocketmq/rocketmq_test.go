@@ -1,3 +1,8 @@
+//go:build !race
+
+// Tests that drive the real RocketMQ client run without -race: see the
+// package doc of adapter/mq/rocketmq.
+
 package cerocketmq_test
 
 import (
