@@ -1,0 +1,180 @@
+package blob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/aivedio/pipeline/shared/config"
+)
+
+// ErrNotFound reports that no object exists under the key (or, for a HEAD
+// request, that the bucket is missing too: S3 does not tell them apart there).
+var ErrNotFound = errors.New("object not found")
+
+const (
+	// PartSize is the size of the parts a multipart upload sends, and the most
+	// Put reads ahead before it knows whether one PutObject suffices. With S3's
+	// 10,000-part limit it caps a body of unknown length at about 78 GiB; give
+	// [PutOpts.Size] for larger bodies and the parts grow to fit.
+	PartSize = 8 << 20
+
+	// uploadConcurrency bounds the parts of one Put in flight at a time.
+	uploadConcurrency = 4
+
+	// defaultRegion is used when the configuration names none.
+	defaultRegion = "us-east-1"
+
+	// maxAttempts bounds the tries of one S3 request (first try included);
+	// the standard retryer backs off with jitter between them and retries
+	// throttling, 5xx and connection errors only.
+	maxAttempts = 5
+	maxBackoff  = 10 * time.Second
+
+	// abortTimeout bounds aborting a failed multipart upload, which runs on a
+	// fresh context so that it also happens when the caller's was canceled.
+	abortTimeout = 30 * time.Second
+)
+
+// Store reads and writes the objects of one bucket. It is safe for
+// concurrent use.
+type Store struct {
+	client   *s3.Client
+	presign  *s3.PresignClient
+	transfer *transfermanager.Client
+	bucket   string
+	region   string
+}
+
+// New builds a Store for cfg.Bucket. It uses cfg's static credentials when
+// given and the AWS default credential chain otherwise; a custom endpoint
+// (an S3-compatible server) is addressed path-style. New makes no request:
+// call [Store.EnsureBucket] to check or create the bucket.
+func New(ctx context.Context, cfg config.S3) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("s3 configuration: %w", err)
+	}
+	region := cfg.Region
+	if region == "" {
+		region = defaultRegion
+	}
+	loadOpts := []func(*awsconfig.LoadOptions) error{
+		awsconfig.WithRegion(region),
+		awsconfig.WithRetryer(func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.MaxAttempts = maxAttempts
+				o.MaxBackoff = maxBackoff
+			})
+		}),
+		awsconfig.WithHTTPClient(awshttp.NewBuildableClient().
+			WithDialerOptions(func(d *net.Dialer) { d.Timeout = 10 * time.Second }).
+			WithTransportOptions(func(t *http.Transport) {
+				t.TLSHandshakeTimeout = 10 * time.Second
+				// Parallel part uploads and downloads share one host.
+				t.MaxIdleConnsPerHost = 64
+			})),
+	}
+	if cfg.AccessKeyID != "" {
+		loadOpts = append(loadOpts, awsconfig.WithCredentialsProvider(
+			credentials.NewStaticCredentialsProvider(cfg.AccessKeyID, cfg.SecretAccessKey, "")))
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, loadOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("load aws configuration: %w", err)
+	}
+	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		// A GET of a multipart object has only a composite checksum the SDK
+		// cannot verify; it says so on stderr for every download otherwise.
+		o.DisableLogOutputChecksumValidationSkipped = true
+		if cfg.Endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.Endpoint)
+			o.UsePathStyle = true
+		}
+	})
+	return &Store{
+		client:  client,
+		presign: s3.NewPresignClient(client),
+		transfer: transfermanager.New(client, func(o *transfermanager.Options) {
+			o.PartSizeBytes = PartSize
+			o.MultipartUploadThreshold = PartSize
+			o.Concurrency = uploadConcurrency
+			o.FailTimeout = abortTimeout
+		}),
+		bucket: cfg.Bucket,
+		region: region,
+	}, nil
+}
+
+// Bucket returns the name of the bucket the Store works in.
+func (s *Store) Bucket() string { return s.bucket }
+
+// EnsureBucket creates the Store's bucket unless it exists already. It is
+// idempotent: a bucket this account owns is success. It asks HeadBucket
+// first, so a deployment whose role may not create buckets still passes when
+// the bucket is there.
+func (s *Store) EnsureBucket(ctx context.Context) error {
+	_, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(s.bucket)})
+	if err == nil {
+		return nil
+	}
+	if !isNotFound(err) {
+		return fmt.Errorf("check bucket %q: %w", s.bucket, err)
+	}
+	in := &s3.CreateBucketInput{Bucket: aws.String(s.bucket)}
+	if s.region != defaultRegion {
+		// us-east-1 is the one region S3 refuses as a location constraint.
+		in.CreateBucketConfiguration = &types.CreateBucketConfiguration{
+			LocationConstraint: types.BucketLocationConstraint(s.region),
+		}
+	}
+	_, err = s.client.CreateBucket(ctx, in)
+	var owned *types.BucketAlreadyOwnedByYou
+	if err != nil && !errors.As(err, &owned) {
+		return fmt.Errorf("create bucket %q: %w", s.bucket, err)
+	}
+	return nil
+}
+
+// Delete removes the object under key. Deleting a missing object is success,
+// so Delete may be repeated.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{
+		Bucket: aws.String(s.bucket),
+		Key:    aws.String(key),
+	})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("delete object %q: %w", key, err)
+	}
+	return nil
+}
+
+// isNotFound reports whether err is S3's answer for a missing key (GET:
+// NoSuchKey) or a missing object or bucket (HEAD: a bare 404, NotFound).
+func isNotFound(err error) bool {
+	var noSuchKey *types.NoSuchKey
+	var notFound *types.NotFound
+	if errors.As(err, &noSuchKey) || errors.As(err, &notFound) {
+		return true
+	}
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode() {
+		case "NoSuchKey", "NotFound":
+			return true
+		}
+	}
+	return false
+}
