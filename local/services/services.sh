@@ -52,9 +52,9 @@ wait_port() { # name port seconds logfile
 
 alive() { [ -f "$DIR/$1.pid" ] && kill -0 "$(cat "$DIR/$1.pid")" 2>/dev/null; }
 
-check_port_free() { # name port
+check_port_free() { # name port variable
 	if port_open "$2" && ! alive "$1"; then
-		die "port 127.0.0.1:$2 for $1 is taken by another process; stop it or set AIVEDIO_${1^^}_PORT"
+		die "port 127.0.0.1:$2 for $1 is taken by another process; stop it or set $3 to a free port"
 	fi
 }
 
@@ -96,7 +96,7 @@ start_postgres() {
 	local bin data=$DIR/pg
 	bin=$(pg_bin)
 	if as_postgres "$bin/pg_ctl" -D "$data" status >/dev/null 2>&1; then return 0; fi
-	check_port_free postgres "$PG_PORT"
+	check_port_free postgres "$PG_PORT" AIVEDIO_PG_PORT
 	if [ ! -f "$data/PG_VERSION" ]; then
 		mkdir -p "$data"
 		[ "$(id -u)" = 0 ] && chown postgres:postgres "$data"
@@ -116,7 +116,7 @@ start_postgres() {
 
 start_redis() {
 	alive redis && return 0
-	check_port_free redis "$REDIS_PORT"
+	check_port_free redis "$REDIS_PORT" AIVEDIO_REDIS_PORT
 	mkdir -p "$DIR/redis"
 	redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$DIR/redis" --save '' --appendonly no \
 		--daemonize yes --pidfile "$DIR/redis.pid" --logfile "$DIR/redis.log" ||
@@ -135,7 +135,7 @@ install_versitygw() {
 
 start_s3() {
 	alive s3 && return 0
-	check_port_free s3 "$S3_PORT"
+	check_port_free s3 "$S3_PORT" AIVEDIO_S3_PORT
 	mkdir -p "$DIR/s3"
 	ROOT_ACCESS_KEY=$S3_ACCESS_KEY ROOT_SECRET_KEY=$S3_SECRET_KEY \
 		nohup "$GOBIN_DIR/versitygw" --port "127.0.0.1:$S3_PORT" posix "$DIR/s3" >"$DIR/s3.log" 2>&1 &
@@ -216,7 +216,7 @@ start_rocketmq() {
 	local home=$DIR/rocketmq
 	export ROCKETMQ_HOME=$home
 	if ! alive namesrv; then
-		check_port_free namesrv "$NAMESRV_PORT"
+		check_port_free namesrv "$NAMESRV_PORT" AIVEDIO_NAMESRV_PORT
 		# shellcheck disable=SC2046
 		nohup java $(java_opts 128m) -cp "$ROCKETMQ_LIB/*" org.apache.rocketmq.namesrv.NamesrvStartup \
 			-c "$home/conf/namesrv.properties" >"$DIR/namesrv.log" 2>&1 &
@@ -224,7 +224,8 @@ start_rocketmq() {
 		wait_port namesrv "$NAMESRV_PORT" 60 "$DIR/namesrv.log"
 	fi
 	if ! alive proxy; then
-		check_port_free proxy "$PROXY_GRPC_PORT"
+		check_port_free proxy "$PROXY_GRPC_PORT" AIVEDIO_PROXY_GRPC_PORT
+		check_port_free proxy "$BROKER_PORT" AIVEDIO_BROKER_PORT
 		# shellcheck disable=SC2046
 		nohup java $(java_opts 512m) -cp "$ROCKETMQ_LIB/*" org.apache.rocketmq.proxy.ProxyStartup \
 			-pm local -n "127.0.0.1:$NAMESRV_PORT" -pc "$home/conf/rmq-proxy.json" -bc "$home/conf/broker.conf" \

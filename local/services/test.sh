@@ -12,6 +12,9 @@ started=0
 if ! $services status >/dev/null 2>&1; then
 	started=1
 	trap '$services down' EXIT
+	# Whatever a killed earlier run left (stale pid files, half-written data)
+	# goes first: the run starts from empty services.
+	$services down
 	$services up
 fi
 # shellcheck disable=SC1091
