@@ -1,0 +1,39 @@
+package source
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the adapter's Prometheus series.
+type Metrics struct {
+	deliveries  *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	inFlight    *prometheus.GaugeVec
+	quarantined *prometheus.CounterVec
+}
+
+// NewMetrics creates the series and registers them with reg (nil: not
+// registered, for tests and embedded use).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aivedio_adapter_deliveries_total",
+			Help: "Messages handled, by consumer group and result (acked, quarantined, retry, abandoned).",
+		}, []string{"consumer_group", "result"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "aivedio_adapter_delivery_duration_seconds",
+			Help:    "From receive to settlement of one message.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}, []string{"consumer_group", "result"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "aivedio_adapter_in_flight",
+			Help: "Messages being delivered now.",
+		}, []string{"consumer_group"}),
+		quarantined: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aivedio_adapter_quarantined_total",
+			Help: "Messages written to message_quarantine, by consumer group and error code.",
+		}, []string{"consumer_group", "error_code"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.deliveries, m.latency, m.inFlight, m.quarantined)
+	}
+	return m
+}

@@ -1,0 +1,307 @@
+// Package source is the RocketMQ source adapter: it receives the messages of
+// one consumer group, turns each into a CloudEvent and delivers it to the
+// group's stage function, over HTTP or in process.
+//
+// # Guarantee
+//
+// A message is ACKed only after the function returned success, which a
+// stage returns only after its inbox-protected transaction committed, or
+// after the message was recorded in message_quarantine. Everything else goes
+// back to the broker: its invisible duration becomes a backoff delay, and
+// the broker redelivers it until the group's maximum delivery attempts move
+// it to the dead-letter topic. So a message is processed at least once and
+// never lost; the inbox makes its effect happen once.
+//
+// Outcomes (DESIGN.md §6):
+//
+//   - success (2xx, nil), including duplicates and stale no-ops: ACK;
+//   - poison (not a CloudEvent, invalid envelope, a 4xx, an
+//     outcome.Permanent error): quarantine, then ACK;
+//   - anything else (5xx, timeout, refused connection after the cold-start
+//     budget): back to the broker with exponential backoff.
+//
+// # Stopping
+//
+// Run stops receiving when its context ends, then waits up to DrainTimeout
+// for messages in flight. Work still running after that is abandoned
+// without an ACK: the broker redelivers it once its invisible duration ends.
+package source
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/aivedio/pipeline/adapter/cerocketmq"
+	"github.com/aivedio/pipeline/adapter/mq"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/outcome"
+	"github.com/aivedio/pipeline/shared/quarantine"
+)
+
+// Params configures a Source.
+type Params struct {
+	Group catalog.Group
+	// Consumers read the group's subscriptions, one consumer per topic: a
+	// RocketMQ simple consumer polls its topics in turn and waits out its
+	// long poll on an empty one, which would stall the others.
+	Consumers  []mq.Consumer
+	Deliverer  Deliverer
+	Quarantine quarantine.Execer // where poison is recorded
+	// Workers bounds concurrent deliveries; 8 when zero. Receive asks for no
+	// more messages than there are free workers, so prefetch is bounded too.
+	Workers int
+	// Invisible is how long a received message stays hidden while it is
+	// handled; 60 s when zero. It must exceed HandlerTimeout.
+	Invisible time.Duration
+	// HandlerTimeout bounds one delivery; 30 s when zero.
+	HandlerTimeout time.Duration
+	// RetryDelay gives the backoff after a failed attempt; exponential from
+	// 10 s (RocketMQ's minimum invisible time) to 10 min when nil.
+	RetryDelay cerocketmq.RetryDelayFunc
+	// DrainTimeout bounds the wait for in-flight work at stop; 30 s when zero.
+	DrainTimeout time.Duration
+	Logger       *slog.Logger
+	Metrics      *Metrics
+}
+
+// Source runs one consumer group's delivery loop.
+type Source struct {
+	p Params
+}
+
+// New returns a Source; it panics on a missing dependency (a programming
+// error at start-up).
+func New(p Params) *Source {
+	if len(p.Consumers) == 0 || p.Deliverer == nil || p.Quarantine == nil || p.Group.Name == "" {
+		panic("source.New: Group, Consumers, Deliverer and Quarantine are required")
+	}
+	if p.Workers <= 0 {
+		p.Workers = 8
+	}
+	if p.Invisible <= 0 {
+		p.Invisible = 60 * time.Second
+	}
+	if p.HandlerTimeout <= 0 {
+		p.HandlerTimeout = 30 * time.Second
+	}
+	if p.RetryDelay == nil {
+		p.RetryDelay = cerocketmq.ExponentialDelay(10*time.Second, 10*time.Minute)
+	}
+	if p.DrainTimeout <= 0 {
+		p.DrainTimeout = 30 * time.Second
+	}
+	if p.Logger == nil {
+		p.Logger = slog.New(slog.DiscardHandler)
+	}
+	if p.Metrics == nil {
+		p.Metrics = NewMetrics(nil)
+	}
+	return &Source{p: p}
+}
+
+// Run receives and delivers until ctx ends, then drains. It returns nil
+// after a clean stop; receive errors are logged and retried, never fatal.
+func (s *Source) Run(ctx context.Context) error {
+	// In-flight work outlives the receive loops' context so a stop lets it
+	// finish and ACK; abandon cancels it after the drain timeout.
+	work, abandon := context.WithCancel(context.WithoutCancel(ctx))
+	defer abandon()
+
+	// slots is the worker pool shared by every receive loop.
+	slots := make(chan struct{}, s.p.Workers)
+	var inFlight, loops sync.WaitGroup
+	for _, c := range s.p.Consumers {
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			s.receiveLoop(ctx, work, c, slots, &inFlight)
+		}()
+	}
+	loops.Wait()
+
+	drained := make(chan struct{})
+	go func() { inFlight.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(s.p.DrainTimeout):
+		s.p.Logger.Warn("drain timeout: abandoning in-flight messages without ACK", slog.String("consumer_group", s.p.Group.Name), slog.Int("in_flight", len(slots)))
+		abandon()
+		select {
+		case <-drained:
+		case <-time.After(abandonWait):
+			// A deliverer that ignores cancellation must not hold the stop
+			// forever; its message is unsettled and comes back.
+			s.p.Logger.Error("in-flight deliveries ignored cancellation; stopping without them", slog.String("consumer_group", s.p.Group.Name))
+		}
+	}
+	return nil
+}
+
+// abandonWait bounds the wait for canceled deliveries to return.
+const abandonWait = 5 * time.Second
+
+// receiveLoop asks c for as many messages as there are free workers and
+// hands each to a worker.
+func (s *Source) receiveLoop(ctx, work context.Context, c mq.Consumer, slots chan struct{}, inFlight *sync.WaitGroup) {
+	for ctx.Err() == nil {
+		// Wait for one free worker, then take every other free one too.
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		taken := 1
+	more:
+		for taken < s.p.Workers {
+			select {
+			case slots <- struct{}{}:
+				taken++
+			default:
+				break more
+			}
+		}
+		batch, err := c.Receive(ctx, taken, s.p.Invisible)
+		for range taken - len(batch) {
+			<-slots
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				s.p.Logger.WarnContext(ctx, "receive failed", slog.String("consumer_group", s.p.Group.Name), slog.String("error", err.Error()))
+				s.pause(ctx, time.Second)
+			}
+			continue
+		}
+		for _, msg := range batch {
+			inFlight.Add(1)
+			go func() {
+				defer inFlight.Done()
+				defer func() { <-slots }()
+				s.handle(work, c, msg)
+			}()
+		}
+	}
+}
+
+func (s *Source) pause(ctx context.Context, d time.Duration) {
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+}
+
+// handle delivers one message and settles it.
+func (s *Source) handle(ctx context.Context, c mq.Consumer, msg *mq.Received) {
+	start := time.Now()
+	s.p.Metrics.inFlight.WithLabelValues(s.p.Group.Name).Inc()
+	defer s.p.Metrics.inFlight.WithLabelValues(s.p.Group.Name).Dec()
+	log := s.p.Logger.With(slog.String("consumer_group", s.p.Group.Name), slog.String("message_id", msg.MessageID), slog.Int("attempt", msg.DeliveryAttempt))
+
+	ev, err := s.toEvent(ctx, msg)
+	if err == nil {
+		log = log.With(slog.String("event_id", ev.ID()), slog.String("event_type", ev.Type()))
+		dctx, cancel := context.WithTimeout(ctx, s.p.HandlerTimeout)
+		err = s.p.Deliverer.Deliver(dctx, *ev)
+		cancel()
+	}
+	result := s.settle(ctx, log, c, msg, ev, err)
+	s.p.Metrics.deliveries.WithLabelValues(s.p.Group.Name, result).Inc()
+	s.p.Metrics.latency.WithLabelValues(s.p.Group.Name, result).Observe(time.Since(start).Seconds())
+}
+
+// toEvent reads the message as a CloudEvent with a valid envelope; what
+// cannot be read is poison.
+func (s *Source) toEvent(ctx context.Context, msg *mq.Received) (*event.Event, error) {
+	ev, err := binding.ToEvent(ctx, cerocketmq.NewMessage(msg, nil))
+	if err != nil {
+		return nil, outcome.Permanent("not_cloudevent", fmt.Errorf("message is not a readable cloudevent: %w", err))
+	}
+	if _, err := envelope.FromCloudEvent(*ev); err != nil {
+		class, _ := envelope.ClassOf(err)
+		return ev, outcome.Permanent("envelope."+string(class), err)
+	}
+	return ev, nil
+}
+
+// Results of one delivery, as counted in metrics.
+const (
+	resultAcked       = "acked"
+	resultQuarantined = "quarantined"
+	resultRetry       = "retry"
+	resultAbandoned   = "abandoned"
+)
+
+// settle ACKs, quarantines or hands the message back, and says which.
+func (s *Source) settle(ctx context.Context, log *slog.Logger, c mq.Consumer, msg *mq.Received, ev *event.Event, err error) string {
+	// Settlement must happen even while the work context is being canceled.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	switch {
+	case err == nil:
+		if ackErr := c.Ack(sctx, msg); ackErr != nil {
+			// The effect is committed; the redelivery will be a duplicate.
+			log.WarnContext(ctx, "ack failed; the message will come back as a duplicate", slog.String("error", ackErr.Error()))
+		}
+		return resultAcked
+	case ctx.Err() != nil:
+		// Abandoned at stop: no ACK, the broker redelivers after the invisible time.
+		return resultAbandoned
+	case outcome.IsPermanent(err):
+		if qerr := s.quarantine(sctx, msg, ev, err); qerr != nil {
+			log.ErrorContext(ctx, "quarantine failed; the message goes back to the broker", slog.String("error", qerr.Error()))
+			s.retry(sctx, log, c, msg)
+			return resultRetry
+		}
+		_, code := outcome.Of(err)
+		log.WarnContext(ctx, "message quarantined", slog.String("error_code", code), slog.String("error", err.Error()))
+		if ackErr := c.Ack(sctx, msg); ackErr != nil {
+			log.WarnContext(ctx, "ack after quarantine failed; the redelivery will find the quarantine row", slog.String("error", ackErr.Error()))
+		}
+		return resultQuarantined
+	default:
+		log.WarnContext(ctx, "delivery failed; retrying later", slog.String("error", err.Error()))
+		s.retry(sctx, log, c, msg)
+		return resultRetry
+	}
+}
+
+func (s *Source) retry(ctx context.Context, log *slog.Logger, c mq.Consumer, msg *mq.Received) {
+	if err := c.ChangeInvisibleDuration(ctx, msg, s.p.RetryDelay(msg.DeliveryAttempt)); err != nil {
+		// The receive invisible duration still runs out, so the message returns anyway.
+		log.WarnContext(ctx, "change invisible duration failed", slog.String("error", err.Error()))
+	}
+}
+
+func (s *Source) quarantine(ctx context.Context, msg *mq.Received, ev *event.Event, cause error) error {
+	_, code := outcome.Of(cause)
+	entry := quarantine.Entry{
+		Consumer:        s.p.Group.Name,
+		MessageID:       msg.MessageID,
+		Topic:           msg.Topic,
+		Tag:             msg.Tag,
+		ErrorClass:      string(outcome.ClassPermanent),
+		ErrorCode:       code,
+		ErrorDetail:     cause.Error(),
+		DeliveryAttempt: msg.DeliveryAttempt,
+		Properties:      msg.Properties,
+		Body:            msg.Body,
+		Source:          quarantine.SourceAdapter,
+	}
+	if ev != nil {
+		entry.EventID = ev.ID()
+	}
+	written, err := quarantine.Write(ctx, s.p.Quarantine, entry)
+	if err != nil {
+		return err
+	}
+	if written {
+		s.p.Metrics.quarantined.WithLabelValues(s.p.Group.Name, code).Inc()
+	}
+	return nil
+}

@@ -1,0 +1,343 @@
+package source_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aivedio/pipeline/adapter/cerocketmq"
+	"github.com/aivedio/pipeline/adapter/mq"
+	"github.com/aivedio/pipeline/adapter/mq/memmq"
+	"github.com/aivedio/pipeline/adapter/source"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/outcome"
+)
+
+var (
+	testTopic = catalog.Topic{Name: "t_source", Type: catalog.Normal}
+	testGroup = catalog.Group{Name: "cg.source.test.v1", Stage: "test", MaxDeliveryAttempts: 3,
+		Subscriptions: []catalog.Subscription{{Topic: testTopic}}}
+)
+
+type testBundle struct {
+	broker   *memmq.Broker
+	pool     *pgxpool.Pool
+	consumer *memmq.Consumer
+	producer mq.Producer
+}
+
+// setup gives a test its own emulated broker (1 ms minimum invisible time,
+// so retries are quick) and its own database schema.
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	b := memmq.New(&memmq.Opts{MinInvisible: time.Millisecond})
+	b.Apply([]catalog.Topic{testTopic}, []catalog.Group{testGroup})
+	c, err := b.Consumer(testGroup.BrokerName(), map[string]string{testTopic.BrokerName(): "*"}, 50*time.Millisecond)
+	require.NoError(t, err)
+	return &testBundle{broker: b, pool: dbtest.TestSchema(t), consumer: c, producer: b.Producer()}
+}
+
+// run starts a Source delivering to d and returns its stop function, which
+// waits for Run to return.
+func (b *testBundle) run(t *testing.T, d source.Deliverer, edit ...func(*source.Params)) (stop func()) {
+	t.Helper()
+	p := source.Params{
+		Group: testGroup, Consumers: []mq.Consumer{b.consumer}, Deliverer: d, Quarantine: b.pool,
+		Workers: 4, Invisible: 5 * time.Second, HandlerTimeout: 2 * time.Second,
+		RetryDelay: func(int) time.Duration { return 10 * time.Millisecond }, DrainTimeout: 2 * time.Second,
+	}
+	for _, f := range edit {
+		f(&p)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- source.New(p).Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			require.NoError(t, <-done)
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func (b *testBundle) send(t *testing.T, ev event.Event) {
+	t.Helper()
+	_, err := cerocketmq.NewSender(b.producer, testTopic.BrokerName()).SendMessage(context.Background(), binding.ToMessage(&ev))
+	require.NoError(t, err)
+}
+
+func validEvent(t *testing.T) event.Event {
+	t.Helper()
+	env, err := envelope.New(envelope.NewParams{
+		EventType: "test.happened", Producer: "test", AggregateType: "generation_task",
+		AggregateID: uuid.NewString(), TenantID: uuid.NewString(), Payload: map[string]any{"n": 1},
+	})
+	require.NoError(t, err)
+	ev, err := env.ToCloudEvent()
+	require.NoError(t, err)
+	return ev
+}
+
+// recorder is a Deliverer that counts deliveries per event and answers
+// with result(ev, attempt).
+type recorder struct {
+	mu       sync.Mutex
+	attempts map[string]int
+	result   func(ctx context.Context, ev event.Event, attempt int) error
+}
+
+func newRecorder(result func(context.Context, event.Event, int) error) *recorder {
+	return &recorder{attempts: map[string]int{}, result: result}
+}
+
+func (r *recorder) Deliver(ctx context.Context, ev event.Event) error {
+	r.mu.Lock()
+	r.attempts[ev.ID()]++
+	n := r.attempts[ev.ID()]
+	r.mu.Unlock()
+	if r.result == nil {
+		return nil
+	}
+	return r.result(ctx, ev, n)
+}
+
+// events is how many distinct events were delivered.
+func (r *recorder) events() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.attempts)
+}
+
+func (r *recorder) count(id string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.attempts[id]
+}
+
+func (b *testBundle) quarantined(t *testing.T) []string {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), `SELECT error_code FROM message_quarantine ORDER BY received_at`)
+	require.NoError(t, err)
+	var codes []string
+	for rows.Next() {
+		var c string
+		require.NoError(t, rows.Scan(&c))
+		codes = append(codes, c)
+	}
+	require.NoError(t, rows.Err())
+	return codes
+}
+
+// requireSettled fails unless nothing is left for the group to receive.
+func (b *testBundle) requireSettled(t *testing.T) {
+	t.Helper()
+	left, err := b.consumer.Receive(context.Background(), 16, time.Second)
+	require.NoError(t, err)
+	require.Empty(t, left)
+}
+
+func TestSuccessIsAckedOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rec := newRecorder(nil)
+	var ids []string
+	for range 20 {
+		ev := validEvent(t)
+		ids = append(ids, ev.ID())
+		b.send(t, ev)
+	}
+	stop := b.run(t, rec)
+	require.Eventually(t, func() bool { return rec.events() == 20 }, 10*time.Second, 5*time.Millisecond)
+	stop()
+	for _, id := range ids {
+		require.Equal(t, 1, rec.count(id))
+	}
+	b.requireSettled(t)
+	require.Empty(t, b.quarantined(t))
+}
+
+func TestPoisonIsQuarantinedOnceAndAcked(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	noTenant := validEvent(t)
+	noTenant.SetExtension("tenantid", nil)
+	refused := validEvent(t)
+	rec := newRecorder(func(_ context.Context, ev event.Event, _ int) error {
+		if ev.ID() == refused.ID() {
+			return outcome.Permanentf("tenant.mismatch", "task belongs to another tenant")
+		}
+		return nil
+	})
+
+	_, err := b.producer.Send(context.Background(), &mq.Message{Topic: testTopic.BrokerName(), Body: []byte("{not json")})
+	require.NoError(t, err)
+	b.send(t, noTenant)
+	b.send(t, refused)
+
+	stop := b.run(t, rec)
+	require.Eventually(t, func() bool { return len(b.quarantined(t)) == 3 }, 10*time.Second, 10*time.Millisecond)
+	stop()
+	require.ElementsMatch(t, []string{"not_cloudevent", "envelope.tenant_missing", "tenant.mismatch"}, b.quarantined(t))
+	require.Zero(t, rec.count(noTenant.ID()), "an invalid envelope never reaches the function")
+	require.Equal(t, 1, rec.count(refused.ID()), "a permanent failure is never retried")
+	b.requireSettled(t)
+}
+
+func TestRetryableFailureIsRedelivered(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rec := newRecorder(func(_ context.Context, _ event.Event, attempt int) error {
+		if attempt < 3 {
+			return errors.New("database unavailable")
+		}
+		return nil
+	})
+	ev := validEvent(t)
+	b.send(t, ev)
+	stop := b.run(t, rec)
+	require.Eventually(t, func() bool { return rec.count(ev.ID()) == 3 }, 10*time.Second, 5*time.Millisecond)
+	stop()
+	b.requireSettled(t)
+	require.Empty(t, b.quarantined(t))
+}
+
+func TestFailingEveryTimeEndsInDeadLetters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rec := newRecorder(func(context.Context, event.Event, int) error { return errors.New("always fails") })
+	ev := validEvent(t)
+	b.send(t, ev)
+	stop := b.run(t, rec)
+	require.Eventually(t, func() bool { return rec.count(ev.ID()) == testGroup.MaxDeliveryAttempts }, 10*time.Second, 5*time.Millisecond)
+	stop()
+	b.requireSettled(t)
+	require.Equal(t, testGroup.MaxDeliveryAttempts, rec.count(ev.ID()), "the broker stops after max delivery attempts")
+}
+
+// failingExec is a database that refuses every write.
+type failingExec struct{}
+
+func (failingExec) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, errors.New("connection refused")
+}
+
+func TestPoisonIsNotAckedWhenQuarantineFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, err := b.producer.Send(context.Background(), &mq.Message{Topic: testTopic.BrokerName(), Body: []byte("{not json")})
+	require.NoError(t, err)
+	stop := b.run(t, newRecorder(nil), func(p *source.Params) {
+		p.Quarantine = failingExec{}
+		p.RetryDelay = func(int) time.Duration { return 500 * time.Millisecond }
+	})
+	time.Sleep(200 * time.Millisecond) // one attempt, refused by the database
+	stop()
+	// It comes back: nothing was lost while the database was away.
+	require.Eventually(t, func() bool {
+		got, err := b.consumer.Receive(context.Background(), 1, time.Second)
+		require.NoError(t, err)
+		return len(got) == 1 && string(got[0].Body) == "{not json"
+	}, 5*time.Second, 10*time.Millisecond)
+}
+
+func TestWorkersBoundConcurrency(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var now, peak atomic.Int32
+	release := make(chan struct{})
+	d := newRecorder(func(context.Context, event.Event, int) error {
+		n := now.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		<-release
+		now.Add(-1)
+		return nil
+	})
+	for range 10 {
+		b.send(t, validEvent(t))
+	}
+	stop := b.run(t, d, func(p *source.Params) { p.Workers = 3 })
+	require.Eventually(t, func() bool { return now.Load() == 3 }, 5*time.Second, 5*time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // nothing more may start meanwhile
+	require.Equal(t, int32(3), peak.Load())
+	close(release)
+	require.Eventually(t, func() bool { return d.events() == 10 }, 5*time.Second, 5*time.Millisecond)
+	stop()
+	require.Equal(t, int32(3), peak.Load())
+}
+
+func TestStopWaitsForInFlightThenAbandons(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	started := make(chan string, 2)
+	finish := make(chan struct{})
+	d := newRecorder(func(ctx context.Context, ev event.Event, attempt int) error {
+		if attempt > 1 {
+			return nil
+		}
+		started <- ev.ID()
+		select {
+		case <-finish:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	first, second := validEvent(t), validEvent(t)
+	b.send(t, first)
+	stop := b.run(t, d, func(p *source.Params) { p.DrainTimeout = 300 * time.Millisecond; p.Workers = 1 })
+	require.Equal(t, first.ID(), <-started)
+
+	// Stop while the first is in flight and never finishes: it is abandoned
+	// without an ACK and comes back to the next consumer.
+	stop()
+	b.send(t, second)
+	close(finish)
+	got := map[string]bool{}
+	require.Eventually(t, func() bool {
+		msgs, err := b.consumer.Receive(context.Background(), 4, time.Second)
+		require.NoError(t, err)
+		for _, m := range msgs {
+			got[m.Keys[0]] = true
+			require.NoError(t, b.consumer.Ack(context.Background(), m))
+		}
+		return got[first.ID()] && got[second.ID()]
+	}, 10*time.Second, 10*time.Millisecond)
+}
+
+func TestHTTPDeliverMapsStatus(t *testing.T) {
+	t.Parallel()
+	for status, want := range map[int]outcome.Class{
+		http.StatusBadRequest:          outcome.ClassPermanent,
+		http.StatusUnprocessableEntity: outcome.ClassPermanent,
+		http.StatusInternalServerError: outcome.ClassRetryable,
+	} {
+		server := statusServer(t, func(int) int { return status })
+		err := source.NewHTTPDeliverer(server.URL, 1, time.Second).Deliver(context.Background(), validEvent(t))
+		require.Error(t, err)
+		class, _ := outcome.Of(err)
+		require.Equal(t, want, class, "status %d", status)
+	}
+	ok := statusServer(t, func(int) int { return http.StatusOK })
+	require.NoError(t, source.NewHTTPDeliverer(ok.URL, 1, time.Second).Deliver(context.Background(), validEvent(t)))
+}
