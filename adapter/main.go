@@ -75,7 +75,7 @@ func run(ctx context.Context, logger *slog.Logger, args []string) error {
 			Cluster:   cfg.Cluster,
 			Logger:    logger,
 		}
-		return admin.Apply(ctx, catalog.Topics(), catalog.Groups())
+		return admin.Apply(ctx, catalog.Topics(), catalog.AllGroups())
 	case "topics list":
 		return printCatalog()
 	}

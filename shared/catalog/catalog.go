@@ -126,6 +126,12 @@ var (
 	GroupReconcile = Group{"cg.reconcile.v1", "reconcile", 16, false, []Subscription{{ReconcileDelay, []string{EventReconcileDue}}}}
 )
 
+// DLQDrain is the group `adapter dlq drain` reads dead-letter topics with.
+// It is no stage's group. Its maximum is far above every stage's because the
+// broker keeps counting a message's attempts in the dead-letter topic: a
+// lower one would send drained messages on to the drain group's own DLQ.
+var DLQDrain = Group{Name: "cg.dlq.drain.v1", Stage: "", MaxDeliveryAttempts: 1000}
+
 // Groups lists every consumer group.
 func Groups() []Group {
 	return []Group{
@@ -133,6 +139,10 @@ func Groups() []Group {
 		GroupTranscode, GroupRender, GroupSettle, GroupNotify, GroupReconcile,
 	}
 }
+
+// AllGroups lists every group topics apply must create: the stages' groups
+// and the DLQ drain group.
+func AllGroups() []Group { return append(Groups(), DLQDrain) }
 
 // GroupByName finds a group by its firm name or its broker name.
 func GroupByName(name string) (Group, error) {

@@ -26,9 +26,12 @@ func TestBrokerNamesAreLegal(t *testing.T) {
 	for _, topic := range catalog.Topics() {
 		check(topic.Name, topic.BrokerName())
 	}
-	for _, g := range catalog.Groups() {
+	for _, g := range catalog.AllGroups() {
 		check(g.Name, g.BrokerName())
 		require.Regexp(t, brokerLegal, g.DLQTopic())
+	}
+	for _, g := range catalog.Groups() {
+		require.Greater(t, catalog.DLQDrain.MaxDeliveryAttempts, 4*g.MaxDeliveryAttempts, "the drain group must outlast every stage's attempts")
 	}
 }
 
