@@ -129,3 +129,8 @@ require (
 	knative.dev/pkg v0.0.0-20260727151759-521cb33b33dd // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 )
+
+// knative.dev/func v0.50.1 (a test-only dependency) requires prometheus/common
+// v1.20.99, an accidental tag retracted upstream that lacks the expfmt API
+// client_golang v1.25.0 needs; pin the version client_golang asks for.
+replace github.com/prometheus/common => github.com/prometheus/common v0.72.0
