@@ -1,98 +1,54 @@
 // Command adapter runs the pipeline's broker-side processes and operator
 // tools:
 //
-//	go run ./adapter migrate up|down   apply or roll back the database schema
-//	go run ./adapter topics apply      create the catalog's topics and groups on RocketMQ
-//	go run ./adapter topics list       print the catalog with broker names
+//	go run ./adapter migrate up|down              apply or roll back the database schema
+//	go run ./adapter topics apply|list            create (or print) the catalog's topics and groups
+//	go run ./adapter relay                        publish the outbox to RocketMQ
+//	go run ./adapter source --group G --sink URL  deliver a consumer group's messages to its stage
 //
 // Configuration comes from the environment (see README.md); each command
-// loads only the blocks it needs.
+// loads only the blocks it needs. Long-running commands serve /healthz,
+// /readyz and /metrics on HTTP_ADDR and stop cleanly on SIGTERM.
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
-	"text/tabwriter"
-
-	"github.com/aivedio/pipeline/adapter/topics"
-	"github.com/aivedio/pipeline/migrations"
-	"github.com/aivedio/pipeline/shared/catalog"
-	"github.com/aivedio/pipeline/shared/config"
 )
 
 const usage = `usage: adapter <command>
-  migrate up|down   apply or roll back the database schema (DATABASE_URL)
-  topics apply      create the catalog's topics and groups (ROCKETMQ_NAMESRV, ROCKETMQ_ADMIN_CLASSPATH)
-  topics list       print the topic catalog`
-
-// migrateConfig is what `adapter migrate` reads.
-type migrateConfig struct {
-	config.Postgres
-}
-
-// topicsConfig is what `adapter topics` reads.
-type topicsConfig struct {
-	config.RocketMQ
-}
+  migrate up|down                  apply or roll back the database schema (DATABASE_URL)
+  topics apply                     create the catalog's topics and groups (ROCKETMQ_NAMESRV, ROCKETMQ_ADMIN_CLASSPATH)
+  topics list                      print the topic catalog
+  relay                            publish the outbox to RocketMQ
+  source --group G [--sink URL]    deliver consumer group G's messages to its stage function`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(ctx, logger, os.Args[1:]); err != nil {
+	if err := run(ctx, os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "adapter:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, logger *slog.Logger, args []string) error {
-	if len(args) < 2 {
+func run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
 		return errors.New(usage)
 	}
-	switch args[0] + " " + args[1] {
-	case "migrate up", "migrate down":
-		var cfg migrateConfig
-		if err := config.Load(&cfg); err != nil {
-			return err
-		}
-		if args[1] == "up" {
-			return migrations.Up(ctx, cfg.URL)
-		}
-		return migrations.Down(ctx, cfg.URL)
-	case "topics apply":
-		var cfg topicsConfig
-		if err := config.Load(&cfg); err != nil {
-			return err
-		}
-		admin := &topics.Admin{
-			Classpath: cfg.AdminClasspath,
-			Namesrv:   cfg.Namesrv,
-			Cluster:   cfg.Cluster,
-			Logger:    logger,
-		}
-		return admin.Apply(ctx, catalog.Topics(), catalog.AllGroups())
-	case "topics list":
-		return printCatalog()
+	switch args[0] {
+	case "migrate":
+		return runMigrate(ctx, args[1:])
+	case "topics":
+		return runTopics(ctx, args[1:])
+	case "relay":
+		return runRelay(ctx, args[1:])
+	case "source":
+		return runSource(ctx, args[1:])
 	}
-	return fmt.Errorf("unknown command %q\n%s", args[0]+" "+args[1], usage)
-}
-
-func printCatalog() error {
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "TOPIC\tBROKER NAME\tTYPE")
-	for _, t := range catalog.Topics() {
-		fmt.Fprintf(w, "%s\t%s\t%s\n", t.Name, t.BrokerName(), t.Type)
-	}
-	fmt.Fprintln(w, "\nGROUP\tBROKER NAME\tSTAGE\tMAX DELIVERIES\tREADS")
-	for _, g := range catalog.Groups() {
-		for _, s := range g.Subscriptions {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s [%s]\n", g.Name, g.BrokerName(), g.Stage, g.MaxDeliveryAttempts, s.Topic.Name, s.FilterExpression())
-		}
-	}
-	return w.Flush()
+	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
 }

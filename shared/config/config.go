@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/kelseyhightower/envconfig"
 )
@@ -111,6 +112,66 @@ func Load(cfg Validator) error {
 	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("invalid configuration: %w", err)
+	}
+	return nil
+}
+
+// Ops is the operational surface every binary has.
+type Ops struct {
+	HTTPAddr  string `envconfig:"HTTP_ADDR" default:":9090" desc:"listen address of /healthz, /readyz and /metrics"`
+	LogFormat string `envconfig:"LOG_FORMAT" default:"json" desc:"json in deployments, text for local runs"`
+}
+
+// Validate reports the first unusable setting, naming its variable.
+func (o Ops) Validate() error {
+	if o.LogFormat != "json" && o.LogFormat != "text" {
+		return fmt.Errorf("LOG_FORMAT must be json or text, got %q", o.LogFormat)
+	}
+	return nil
+}
+
+// Relay tunes the outbox relay.
+type Relay struct {
+	Owner      string `envconfig:"RELAY_OWNER" desc:"lease owner name of this relay; hostname and pid when empty"`
+	Batch      int    `envconfig:"RELAY_BATCH" default:"64" desc:"outbox rows claimed per cycle"`
+	Publishers int    `envconfig:"RELAY_PUBLISHERS" default:"8" desc:"concurrent publishes within a batch"`
+}
+
+// Validate reports the first unusable setting, naming its variable.
+func (r Relay) Validate() error {
+	if r.Batch < 1 || r.Publishers < 1 {
+		return errors.New("RELAY_BATCH and RELAY_PUBLISHERS must be at least 1")
+	}
+	return nil
+}
+
+// Source tunes a source adapter.
+type Source struct {
+	SinkURL        string        `envconfig:"SOURCE_SINK_URL" desc:"URL of the stage function the adapter delivers to (binary-mode CloudEvents POST)"`
+	Workers        int           `envconfig:"SOURCE_WORKERS" default:"16" desc:"concurrent deliveries; also bounds prefetch"`
+	Invisible      time.Duration `envconfig:"SOURCE_INVISIBLE" default:"60s" desc:"how long a received message stays hidden while delivered; over SOURCE_HANDLER_TIMEOUT"`
+	HandlerTimeout time.Duration `envconfig:"SOURCE_HANDLER_TIMEOUT" default:"30s" desc:"bound of one delivery, cold-start retries included"`
+	ColdStart      time.Duration `envconfig:"SOURCE_COLD_START" default:"20s" desc:"how long one delivery keeps retrying a function that is scaling from zero"`
+}
+
+// Validate reports the first unusable setting, naming its variable.
+func (s Source) Validate() error {
+	if s.SinkURL != "" {
+		if u, err := url.Parse(s.SinkURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+			return errors.New("SOURCE_SINK_URL must be an http:// or https:// URL")
+		}
+	}
+	if s.Workers < 1 {
+		return errors.New("SOURCE_WORKERS must be at least 1")
+	}
+	if s.Invisible < 10*time.Second {
+		return errors.New("SOURCE_INVISIBLE must be at least 10s (RocketMQ's minimum)")
+	}
+	if s.HandlerTimeout <= 0 || s.HandlerTimeout >= s.Invisible {
+		return errors.New("SOURCE_HANDLER_TIMEOUT must be positive and below SOURCE_INVISIBLE")
+	}
+	if s.ColdStart <= 0 || s.ColdStart > s.HandlerTimeout {
+		return errors.New("SOURCE_COLD_START must be positive and at most SOURCE_HANDLER_TIMEOUT")
 	}
 	return nil
 }

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/aivedio/pipeline/adapter/mq"
+	"github.com/aivedio/pipeline/adapter/mq/rocketmq"
+	"github.com/aivedio/pipeline/adapter/relay"
+	"github.com/aivedio/pipeline/adapter/source"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/telemetry"
+)
+
+// relayConfig is what `adapter relay` reads.
+type relayConfig struct {
+	config.Postgres
+	config.RocketMQ
+	config.Ops
+	config.Relay
+}
+
+func (c relayConfig) Validate() error {
+	return errors.Join(c.Postgres.Validate(), c.RocketMQ.Validate(), c.Ops.Validate(), c.Relay.Validate())
+}
+
+// sourceConfig is what `adapter source` reads.
+type sourceConfig struct {
+	config.Postgres
+	config.RocketMQ
+	config.Ops
+	config.Source
+}
+
+func (c sourceConfig) Validate() error {
+	return errors.Join(c.Postgres.Validate(), c.RocketMQ.Validate(), c.Ops.Validate(), c.Source.Validate())
+}
+
+func openPool(ctx context.Context, pg config.Postgres) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(pg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	pcfg.MaxConns = pg.MaxConns
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	return pool, nil
+}
+
+// serve runs the process and the ops server until ctx ends or either fails.
+func serve(ctx context.Context, ops config.Ops, reg *prometheus.Registry, ready telemetry.ReadyFunc, work func(ctx context.Context) error) error {
+	srv, err := telemetry.Listen(ops.HTTPAddr, reg, ready)
+	if err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Serve(gctx) })
+	g.Go(func() error { return work(gctx) })
+	return g.Wait()
+}
+
+func runRelay(ctx context.Context, args []string) error {
+	if len(args) != 0 {
+		return errors.New("usage: adapter relay (configured by environment)")
+	}
+	var cfg relayConfig
+	if err := config.Load(&cfg); err != nil {
+		return err
+	}
+	logger := telemetry.NewLogger(cfg.LogFormat)
+	pool, err := openPool(ctx, cfg.Postgres)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	var names []string
+	for _, t := range catalog.Topics() {
+		names = append(names, t.BrokerName())
+	}
+	producer, err := rocketmq.NewProducer(cfg.RocketMQ, names...)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = producer.Close() }()
+	owner := cfg.Owner
+	if owner == "" {
+		host, _ := os.Hostname()
+		owner = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	reg := telemetry.NewRegistry()
+	r := relay.New(relay.Params{
+		Pool: pool, Producer: producer, Owner: owner, Batch: cfg.Batch, Publishers: cfg.Publishers,
+		Logger: logger.With(slog.String("component", "relay")), Metrics: relay.NewMetrics(reg),
+	})
+	logger.InfoContext(ctx, "relay started", slog.String("owner", owner))
+	return serve(ctx, cfg.Ops, reg, pool.Ping, r.Run)
+}
+
+func runSource(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("source", flag.ContinueOnError)
+	groupName := fs.String("group", "", "consumer group (firm name, e.g. cg.asset.probe.v1)")
+	sink := fs.String("sink", "", "stage function URL (overrides SOURCE_SINK_URL)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	group, err := catalog.GroupByName(*groupName)
+	if err != nil {
+		return err
+	}
+	var cfg sourceConfig
+	if err := config.Load(&cfg); err != nil {
+		return err
+	}
+	if *sink != "" {
+		cfg.SinkURL = *sink
+	}
+	if cfg.SinkURL == "" {
+		return errors.New("no sink: pass --sink URL or set SOURCE_SINK_URL to the stage function's URL")
+	}
+	logger := telemetry.NewLogger(cfg.LogFormat).With(slog.String("consumer_group", group.Name))
+	pool, err := openPool(ctx, cfg.Postgres)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	consumers, err := openConsumers(cfg.RocketMQ, group)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, c := range consumers {
+			_ = c.(*rocketmq.Consumer).Close()
+		}
+	}()
+	reg := telemetry.NewRegistry()
+	s := source.New(source.Params{
+		Group: group, Consumers: consumers, Quarantine: pool,
+		Deliverer:      source.NewHTTPDeliverer(cfg.SinkURL, cfg.Workers, cfg.ColdStart),
+		Workers:        cfg.Workers,
+		Invisible:      cfg.Invisible,
+		HandlerTimeout: cfg.HandlerTimeout,
+		Logger:         logger, Metrics: source.NewMetrics(reg),
+	})
+	logger.InfoContext(ctx, "source started", slog.String("sink", cfg.SinkURL))
+	return serve(ctx, cfg.Ops, reg, pool.Ping, s.Run)
+}
+
+// openConsumers opens one consumer per subscription of the group: a simple
+// consumer polls its topics in turn and would wait out an empty one's long
+// poll before reading the next.
+func openConsumers(cfg config.RocketMQ, g catalog.Group) ([]mq.Consumer, error) {
+	var out []mq.Consumer
+	for _, sub := range g.Subscriptions {
+		c, err := rocketmq.NewConsumer(cfg, rocketmq.ConsumerParams{
+			Group:   g.BrokerName(),
+			Filters: map[string]string{sub.Topic.BrokerName(): sub.FilterExpression()},
+			Await:   20 * time.Second,
+		})
+		if err != nil {
+			for _, opened := range out {
+				_ = opened.(*rocketmq.Consumer).Close()
+			}
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
