@@ -101,7 +101,7 @@ func runRelay(ctx context.Context, args []string) error {
 	}
 	reg := telemetry.NewRegistry()
 	r := relay.New(relay.Params{
-		Pool: pool, Producer: producer, Owner: owner, Batch: cfg.Batch, Publishers: cfg.Publishers,
+		Pool: pool, Producer: producer, Owner: owner, Batch: cfg.Batch, Publishers: cfg.Publishers, Lease: cfg.Lease,
 		Logger: logger.With(slog.String("component", "relay")), Metrics: relay.NewMetrics(reg),
 	})
 	logger.InfoContext(ctx, "relay started", slog.String("owner", owner))

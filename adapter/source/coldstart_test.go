@@ -15,6 +15,7 @@ import (
 	"github.com/aivedio/pipeline/adapter/source"
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/outcome"
 )
 
 // statusServer answers every request with status(n) for the n-th request.
@@ -74,4 +75,23 @@ func TestColdStartBudgetIsBounded(t *testing.T) {
 	err := source.NewHTTPDeliverer(server.URL, 1, 300*time.Millisecond).Deliver(context.Background(), validEvent(t))
 	require.Error(t, err)
 	require.Less(t, time.Since(start), 5*time.Second, "gives the message back instead of waiting forever")
+}
+
+// TestHandlerFuncKeepsTheStageCode: in process, a stage's 422 keeps the
+// reason code the stage gave, as it would in the quarantine row.
+func TestHandlerFuncKeepsTheStageCode(t *testing.T) {
+	t.Parallel()
+	fn := stage.New(stage.Params{Name: "test", EventTypes: []string{"test.happened"},
+		Work: func(context.Context, envelope.Envelope) error {
+			return outcome.Permanentf("security.tenant_mismatch", "not yours")
+		}})
+	err := source.HandlerFunc(fn.Handle).Deliver(context.Background(), validEvent(t))
+	class, code := outcome.Of(err)
+	require.Equal(t, outcome.ClassPermanent, class)
+	require.Equal(t, "security.tenant_mismatch", code)
+
+	other := validEvent(t)
+	other.SetType("other.type")
+	_, code = outcome.Of(source.HandlerFunc(fn.Handle).Deliver(context.Background(), other))
+	require.Equal(t, "event.type_not_handled", code)
 }

@@ -133,8 +133,10 @@ func classifyResult(err error) error {
 		case result.StatusCode >= 200 && result.StatusCode < 300:
 			return nil
 		case result.StatusCode >= 400 && result.StatusCode < 500:
-			if outcome.IsPermanent(err) {
-				return err
+			// A Result does not unwrap; rebuilding its message with %w
+			// recovers the stage's own classification and code.
+			if inner := fmt.Errorf(result.Format, result.Args...); outcome.IsPermanent(inner) {
+				return inner
 			}
 			return outcome.Permanent(fmt.Sprintf("http.%d", result.StatusCode), err)
 		}

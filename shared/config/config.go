@@ -135,12 +135,17 @@ type Relay struct {
 	Owner      string `envconfig:"RELAY_OWNER" desc:"lease owner name of this relay; hostname and pid when empty"`
 	Batch      int    `envconfig:"RELAY_BATCH" default:"64" desc:"outbox rows claimed per cycle"`
 	Publishers int    `envconfig:"RELAY_PUBLISHERS" default:"8" desc:"concurrent publishes within a batch"`
+	// Lease bounds how long rows claimed by a relay that died stay reserved.
+	Lease time.Duration `envconfig:"RELAY_LEASE" default:"30s" desc:"how long claimed outbox rows stay reserved; a crashed relay delays them by at most this"`
 }
 
 // Validate reports the first unusable setting, naming its variable.
 func (r Relay) Validate() error {
 	if r.Batch < 1 || r.Publishers < 1 {
 		return errors.New("RELAY_BATCH and RELAY_PUBLISHERS must be at least 1")
+	}
+	if r.Lease < time.Second {
+		return errors.New("RELAY_LEASE must be at least 1s")
 	}
 	return nil
 }
