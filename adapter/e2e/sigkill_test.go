@@ -1,0 +1,195 @@
+//go:build !race
+
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	fcloudevents "knative.dev/func-go/cloudevents"
+
+	"github.com/aivedio/pipeline/adapter/mq/rocketmqtest"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/servicetest"
+)
+
+// process is one adapter command run as a real OS process, killable and
+// restartable.
+type process struct {
+	t    *testing.T
+	name string
+	bin  string
+	args []string
+	env  []string
+	logs *os.File
+
+	mu    sync.Mutex
+	cmd   *exec.Cmd
+	kills int
+}
+
+func (p *process) start() {
+	p.t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Env = p.env
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
+	require.NoError(p.t, cmd.Start())
+	p.cmd = cmd
+}
+
+// kill sends SIGKILL: no cleanup, no ACK, no published mark.
+func (p *process) kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.cmd.Wait()
+	p.kills++
+	fmt.Fprintf(p.logs, "=== test: SIGKILL %s (%d)\n", p.name, p.kills)
+}
+
+// stop sends SIGTERM and waits: the graceful path.
+func (p *process) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+		p.t.Errorf("%s did not stop within 30 s of SIGTERM", p.name)
+	}
+}
+
+// buildAdapter compiles `adapter` once for the test.
+func buildAdapter(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "adapter")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/aivedio/pipeline/adapter").CombinedOutput()
+	require.NoError(t, err, "go build ./adapter: %s", out)
+	return bin
+}
+
+// schemaURL is the database URL of the pool's test schema.
+func schemaURL(t *testing.T, schema string) string {
+	t.Helper()
+	u, err := url.Parse(servicetest.Env(t, "PostgreSQL", "DATABASE_URL"))
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// TestRealBrokerSIGKILL runs the relay and the source adapter as real
+// processes and kills them with SIGKILL at random moments, restarting each,
+// while 2,000 events flow through the real proxy into an inbox-protected
+// stage. Every event's effect happens exactly once and none is lost.
+func TestRealBrokerSIGKILL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := rocketmqtest.Config(t)
+	pool := dbtest.TestSchema(t)
+	createEffects(t, pool)
+	var schema string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema))
+	run := rocketmqtest.UniqueName("run")
+
+	// The catalog's settle group and topic, as deployed; events of other runs
+	// on a shared broker are stale no-ops for this stage.
+	group := catalog.GroupSettle
+	fn := effectStage(pool, group.Name, catalog.EventSettleRequested, run)
+	stageServer := httptest.NewServer(fcloudevents.New(fn).Handler)
+	t.Cleanup(stageServer.Close)
+
+	bin := buildAdapter(t)
+	logs, err := os.Create(filepath.Join(t.TempDir(), "processes.log"))
+	require.NoError(t, err)
+	env := append(os.Environ(),
+		"DATABASE_URL="+schemaURL(t, schema),
+		"ROCKETMQ_ENDPOINT="+cfg.Endpoint,
+		"HTTP_ADDR=127.0.0.1:0",
+		"LOG_FORMAT=text",
+		"RELAY_LEASE=2s",
+		"SOURCE_INVISIBLE=10s",
+		"SOURCE_HANDLER_TIMEOUT=5s",
+		"SOURCE_COLD_START=2s",
+	)
+	relayProc := &process{t: t, name: "relay", bin: bin, args: []string{"relay"}, env: env, logs: logs}
+	sourceProc := &process{t: t, name: "source", bin: bin, args: []string{"source", "--group", group.Name, "--sink", stageServer.URL}, env: env, logs: logs}
+	relayProc.start()
+	sourceProc.start()
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := os.ReadFile(logs.Name())
+			lines := strings.Split(string(out), "\n")
+			t.Logf("last process log lines:\n%s", strings.Join(lines[max(0, len(lines)-60):], "\n"))
+		}
+	})
+
+	const n = 2000
+	var events []outbox.Event
+	for i := range n {
+		events = append(events, newEvent(t, catalog.BillingSettle, catalog.EventSettleRequested, "", run, i))
+	}
+	writeDone := make(chan error, 1)
+	go func() {
+		// Spread the writes over ~10 s so the kills land mid-stream.
+		for i := 0; i < n; i += 100 {
+			if err := writeEvents(ctx, pool, events[i:min(i+100, n)], 20); err != nil {
+				writeDone <- err
+				return
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		writeDone <- nil
+	}()
+
+	// Chaos until the writes are done and a little after.
+	chaosUntil := time.Now().Add(14 * time.Second)
+	for time.Now().Before(chaosUntil) {
+		time.Sleep(time.Duration(400+rand.IntN(1200)) * time.Millisecond)
+		victim := relayProc
+		if rand.IntN(2) == 0 {
+			victim = sourceProc
+		}
+		victim.kill()
+		time.Sleep(time.Duration(100+rand.IntN(700)) * time.Millisecond)
+		victim.start()
+	}
+	require.NoError(t, <-writeDone)
+	t.Logf("SIGKILLs: relay %d, source %d", relayProc.kills, sourceProc.kills)
+	require.Positive(t, relayProc.kills+sourceProc.kills)
+
+	waitForEffects(t, pool, n, 3*time.Minute)
+	// Redeliveries of deliveries cut short by the kills arrive within the
+	// invisible time; give them that long to show up as duplicates.
+	time.Sleep(12 * time.Second)
+	rows, distinct := effectCounts(t, pool)
+	require.Equal(t, n, distinct, "no event lost")
+	require.Equal(t, n, rows, "no event applied twice")
+	var pending int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM outbox_events WHERE published_at IS NULL`).Scan(&pending))
+	require.Zero(t, pending, "every outbox row published")
+
+	relayProc.stop()
+	sourceProc.stop()
+}
