@@ -1,0 +1,187 @@
+package relay_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aivedio/pipeline/adapter/mq"
+	"github.com/aivedio/pipeline/adapter/mq/memmq"
+	"github.com/aivedio/pipeline/adapter/relay"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/outbox"
+)
+
+type testBundle struct {
+	broker *memmq.Broker
+	pool   *pgxpool.Pool
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	b := memmq.New(&memmq.Opts{MinInvisible: time.Millisecond})
+	b.Apply(catalog.Topics(), []catalog.Group{{Name: "g_test", MaxDeliveryAttempts: 3}, {Name: "g_test_fifo", MaxDeliveryAttempts: 3, Orderly: true}})
+	return &testBundle{broker: b, pool: dbtest.TestSchema(t)}
+}
+
+func (b *testBundle) write(t *testing.T, events ...outbox.Event) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error { return outbox.Write(ctx, tx, events...) }))
+}
+
+func (b *testBundle) relay(owner string) *relay.Relay {
+	return relay.New(relay.Params{Pool: b.pool, Producer: b.broker.Producer(), Owner: owner, Batch: 8,
+		BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond})
+}
+
+// receiveAll reads everything group g can see on topic until it stays empty.
+func (b *testBundle) receiveAll(t *testing.T, g string, topic catalog.Topic) []*mq.Received {
+	t.Helper()
+	c, err := b.broker.Consumer(g, map[string]string{topic.BrokerName(): "*"}, 100*time.Millisecond)
+	require.NoError(t, err)
+	var got []*mq.Received
+	for {
+		batch, err := c.Receive(context.Background(), 32, time.Minute)
+		require.NoError(t, err)
+		if len(batch) == 0 {
+			return got
+		}
+		for _, m := range batch {
+			require.NoError(t, c.Ack(context.Background(), m))
+		}
+		got = append(got, batch...)
+	}
+}
+
+// TestBrokerDownKeepsTheOutboxGrowing: while the broker is down, writes
+// still commit and the relay records its failures; once the broker is back
+// the backlog drains and nothing is lost.
+func TestBrokerDownKeepsTheOutboxGrowing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	r := b.relay("r1")
+	b.broker.SetDown(true)
+
+	var written []outbox.Event
+	for range 20 {
+		e := event(t, catalog.GenerationSubmit, "down", "", time.Time{})
+		written = append(written, e)
+		b.write(t, e)
+	}
+	for range 3 {
+		_, err := r.RunOnce(ctx)
+		require.NoError(t, err)
+	}
+	count, _, err := outbox.Pending(ctx, b.pool)
+	require.NoError(t, err)
+	require.Equal(t, 20, count)
+	var failed int
+	var code string
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*), max(last_error_code) FROM outbox_events WHERE publish_attempts > 0`).Scan(&failed, &code))
+	require.Positive(t, failed)
+	require.Equal(t, "publish_failed", code)
+
+	b.broker.SetDown(false)
+	require.Eventually(t, func() bool {
+		_, err := r.RunOnce(ctx)
+		require.NoError(t, err)
+		count, _, err := outbox.Pending(ctx, b.pool)
+		require.NoError(t, err)
+		return count == 0
+	}, 10*time.Second, 5*time.Millisecond)
+
+	got := b.receiveAll(t, "g_test", catalog.GenerationSubmit)
+	ids := map[string]int{}
+	for _, m := range got {
+		ids[m.Keys[0]]++
+	}
+	for _, e := range written {
+		require.Equal(t, 1, ids[e.Envelope.EventID], "published exactly once after the outage")
+	}
+}
+
+// TestRelaysShareTheWork: several relays at once publish every row once.
+func TestRelaysShareTheWork(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	const n = 200
+	var events []outbox.Event
+	for range n {
+		events = append(events, event(t, catalog.GenerationSubmit, "shared", "", time.Time{}))
+	}
+	b.write(t, events...)
+
+	var wg sync.WaitGroup
+	for _, owner := range []string{"r1", "r2", "r3"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := b.relay(owner)
+			for {
+				n, err := r.RunOnce(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if n == 0 {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	got := b.receiveAll(t, "g_test", catalog.GenerationSubmit)
+	require.Len(t, got, n, "every row published once: SKIP LOCKED keeps relays off each other's rows")
+	var owners int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM outbox_events WHERE lease_owner IS NOT NULL OR published_at IS NULL`).Scan(&owners))
+	require.Zero(t, owners)
+}
+
+// TestFIFOGroupWaitsForItsHead: a FIFO group whose first event cannot be
+// published holds its later events back, so the group stays in order, while
+// other groups go on.
+func TestFIFOGroupWaitsForItsHead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	r := b.relay("r1")
+	var groupA []outbox.Event
+	for range 3 {
+		groupA = append(groupA, event(t, catalog.GenerationStateFIFO, "fifo", "task-a", time.Time{}))
+	}
+	groupB := event(t, catalog.GenerationStateFIFO, "fifo", "task-b", time.Time{})
+	b.write(t, groupA...)
+	b.write(t, groupB)
+	// Task A's head cannot be published (as a broker that refuses it would).
+	_, err := b.pool.Exec(ctx, `UPDATE outbox_events SET available_at = now() + interval '1 hour' WHERE event_id = $1`, groupA[0].Envelope.EventID)
+	require.NoError(t, err)
+
+	for range 3 {
+		_, err := r.RunOnce(ctx)
+		require.NoError(t, err)
+	}
+	got := b.receiveAll(t, "g_test_fifo", catalog.GenerationStateFIFO)
+	require.Len(t, got, 1)
+	require.Equal(t, groupB.Envelope.EventID, got[0].Keys[0])
+
+	_, err = b.pool.Exec(ctx, `UPDATE outbox_events SET available_at = now() WHERE event_id = $1`, groupA[0].Envelope.EventID)
+	require.NoError(t, err)
+	for range 5 {
+		_, err := r.RunOnce(ctx)
+		require.NoError(t, err)
+	}
+	got = b.receiveAll(t, "g_test_fifo", catalog.GenerationStateFIFO)
+	require.Len(t, got, 3)
+	for i, m := range got {
+		require.Equal(t, groupA[i].Envelope.EventID, m.Keys[0], "task A in the order written")
+	}
+}
