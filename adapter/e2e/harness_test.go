@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -110,4 +111,9 @@ func waitForEffects(t *testing.T, pool *pgxpool.Pool, n int, within time.Duratio
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// testLogger writes warnings and errors to the test's output.
+func testLogger(t *testing.T, component string) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})).With(slog.String("component", component))
 }

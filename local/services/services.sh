@@ -6,6 +6,9 @@
 #   services.sh down    stop what `up` started and remove its data
 #   services.sh status  exit 0 when every service answers
 #   services.sh env     print the env file (source it to reach the services)
+#   services.sh restart-proxy
+#                       stop the RocketMQ proxy (and its embedded broker) and start
+#                       it again on the same data: the fault tests' broker restart
 #
 # PostgreSQL, Redis and ffmpeg come from Debian's packages; RocketMQ 5 (name
 # server + proxy in local mode, broker embedded) from jars Maven resolves from
@@ -303,13 +306,21 @@ status() {
 	return $ok
 }
 
+restart_proxy() {
+	[ -f "$DIR/env" ] || die "services are not up (no $DIR/env); run services.sh up first"
+	stop_pid proxy
+	start_rocketmq
+	log "restart-proxy: RocketMQ proxy back on :$PROXY_GRPC_PORT"
+}
+
 case "${1:-}" in
 up) up ;;
+restart-proxy) restart_proxy ;;
 down) down ;;
 status) status ;;
 env) cat "$DIR/env" ;;
 *)
-	echo "usage: $0 up|down|status|env" >&2
+	echo "usage: $0 up|down|status|env|restart-proxy" >&2
 	exit 2
 	;;
 esac

@@ -37,6 +37,9 @@ go run ./adapter topics apply
 # run first; then everything else with -race.
 echo "== go test -run '^TestRealBroker' ./adapter/... (real RocketMQ client, without -race)"
 go test -count=1 -timeout 10m -run '^TestRealBroker' ./adapter/...
+# The broker restart test stops the proxy every test uses: it runs alone.
+echo "== go test -run '^TestProxyRestart$' ./adapter/e2e/ (restarts the RocketMQ proxy)"
+go test -count=1 -timeout 10m -run '^TestProxyRestart$' ./adapter/e2e/
 echo "== go test -race ./..."
 go test -race -count=1 -timeout 15m ./...
 [ "$started" = 1 ] || echo "services left running (they were up before make test)"

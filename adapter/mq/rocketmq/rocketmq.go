@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
@@ -108,9 +109,25 @@ func (p *Producer) Send(ctx context.Context, msg *mq.Message) (string, error) {
 func (p *Producer) Close() error { return p.producer.GracefulStop() }
 
 // Consumer is a RocketMQ simple consumer of one consumer group.
+//
+// It replaces its client after reopenAfter receive failures in a row. The
+// v5.1.4 client does not resend its settings when its telemetry stream comes
+// back after a proxy restart; until its 5-minute settings sync, every receive
+// then fails on the proxy ("settings is null"). A fresh client sends them at
+// start. Messages received by the old client are still settled through the
+// new one: ACKs and invisible-duration changes go by receipt handle.
 type Consumer struct {
-	consumer rmq.SimpleConsumer
+	cfg    config.RocketMQ
+	params ConsumerParams
+
+	mu        sync.Mutex
+	consumer  rmq.SimpleConsumer
+	failures  int
+	reopening bool
 }
+
+// reopenAfter is how many receive failures in a row replace the client.
+const reopenAfter = 3
 
 var _ mq.Consumer = (*Consumer)(nil)
 
@@ -120,44 +137,108 @@ type ConsumerParams struct {
 	// Filters maps each broker topic name to its tag expression ("*", "A||B").
 	Filters map[string]string
 	// Await is how long one Receive long-polls for messages; 20 s when zero.
+	// The proxy long-polls at least 5 s and refuses awaits under ~2.5 s.
 	Await time.Duration
 }
 
 // NewConsumer starts a simple consumer.
 func NewConsumer(cfg config.RocketMQ, params ConsumerParams) (*Consumer, error) {
-	await := params.Await
-	if await == 0 {
-		await = 20 * time.Second
+	if params.Await == 0 {
+		params.Await = 20 * time.Second
 	}
-	subs := make(map[string]*rmq.FilterExpression, len(params.Filters))
-	for topic, expr := range params.Filters {
+	if params.Await < 3*time.Second {
+		return nil, fmt.Errorf("new rocketmq consumer for %s: await %s is below the proxy's minimum long poll; use at least 3s", params.Group, params.Await)
+	}
+	c := &Consumer{cfg: cfg, params: params}
+	sc, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	c.consumer = sc
+	return c, nil
+}
+
+func (c *Consumer) open() (rmq.SimpleConsumer, error) {
+	subs := make(map[string]*rmq.FilterExpression, len(c.params.Filters))
+	for topic, expr := range c.params.Filters {
 		subs[topic] = rmq.NewFilterExpression(expr)
 	}
-	c, err := rmq.NewSimpleConsumer(clientConfig(cfg, params.Group),
-		rmq.WithSimpleAwaitDuration(await), rmq.WithSimpleSubscriptionExpressions(subs))
+	sc, err := rmq.NewSimpleConsumer(clientConfig(c.cfg, c.params.Group),
+		rmq.WithSimpleAwaitDuration(c.params.Await), rmq.WithSimpleSubscriptionExpressions(subs))
 	if err != nil {
-		return nil, fmt.Errorf("new rocketmq consumer for %s: %w", params.Group, err)
+		return nil, fmt.Errorf("new rocketmq consumer for %s: %w", c.params.Group, err)
 	}
-	if err := startWithin(c.Start, startTimeout); err != nil {
-		return nil, fmt.Errorf("start rocketmq consumer for %s at %s: %w", params.Group, cfg.Endpoint, err)
+	if err := startWithin(sc.Start, startTimeout); err != nil {
+		return nil, fmt.Errorf("start rocketmq consumer for %s at %s: %w", c.params.Group, c.cfg.Endpoint, err)
 	}
-	return &Consumer{consumer: c}, nil
+	return sc, nil
+}
+
+func (c *Consumer) current() rmq.SimpleConsumer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.consumer
 }
 
 // Receive long-polls for up to max messages. An empty result is not an error.
 func (c *Consumer) Receive(ctx context.Context, max int, invisible time.Duration) ([]*mq.Received, error) {
-	views, err := c.consumer.Receive(ctx, int32(max), invisible)
+	sc := c.current()
+	views, err := sc.Receive(ctx, int32(max), invisible)
 	if err != nil {
 		if status, ok := rmq.AsErrRpcStatus(err); ok && status.GetCode() == int32(v2.Code_MESSAGE_NOT_FOUND) {
+			c.succeeded()
 			return nil, nil
+		}
+		if ctx.Err() == nil {
+			if rerr := c.failed(sc); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
 		}
 		return nil, fmt.Errorf("receive: %w", err)
 	}
+	c.succeeded()
 	out := make([]*mq.Received, 0, len(views))
 	for _, v := range views {
 		out = append(out, received(v))
 	}
 	return out, nil
+}
+
+func (c *Consumer) succeeded() {
+	c.mu.Lock()
+	c.failures = 0
+	c.mu.Unlock()
+}
+
+// failed counts a receive failure of sc and replaces the client once they
+// pile up. A replacement that cannot start is tried again on the next
+// failure. The lock is not held while the new client starts, so ACKs of
+// messages in flight go on meanwhile.
+func (c *Consumer) failed(sc rmq.SimpleConsumer) error {
+	c.mu.Lock()
+	if c.consumer != sc || c.reopening {
+		c.mu.Unlock()
+		return nil // replaced, or being replaced, by a concurrent receive
+	}
+	c.failures++
+	if c.failures < reopenAfter {
+		c.mu.Unlock()
+		return nil
+	}
+	c.reopening = true
+	c.mu.Unlock()
+
+	fresh, err := c.open()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reopening = false
+	if err != nil {
+		return fmt.Errorf("replace rocketmq consumer: %w", err)
+	}
+	c.consumer, c.failures = fresh, 0
+	// The old client's stop waits on the broker; it must not hold receives.
+	go func() { _ = sc.GracefulStop() }()
+	return nil
 }
 
 func received(v *rmq.MessageView) *mq.Received {
@@ -201,7 +282,7 @@ func (c *Consumer) Ack(ctx context.Context, msg *mq.Received) error {
 	if err != nil {
 		return err
 	}
-	if err := c.consumer.Ack(ctx, v); err != nil {
+	if err := c.current().Ack(ctx, v); err != nil {
 		return fmt.Errorf("ack %s: %w", msg.MessageID, err)
 	}
 	return nil
@@ -215,11 +296,11 @@ func (c *Consumer) ChangeInvisibleDuration(_ context.Context, msg *mq.Received, 
 	if err != nil {
 		return err
 	}
-	if err := c.consumer.ChangeInvisibleDuration(v, d); err != nil {
+	if err := c.current().ChangeInvisibleDuration(v, d); err != nil {
 		return fmt.Errorf("change invisible duration of %s: %w", msg.MessageID, err)
 	}
 	return nil
 }
 
 // Close stops the consumer.
-func (c *Consumer) Close() error { return c.consumer.GracefulStop() }
+func (c *Consumer) Close() error { return c.current().GracefulStop() }
