@@ -16,12 +16,9 @@ import (
 
 	"github.com/aivedio/pipeline/adapter/cerocketmq"
 	"github.com/aivedio/pipeline/adapter/mq"
-	"github.com/aivedio/pipeline/adapter/mq/rocketmq"
-	"github.com/aivedio/pipeline/adapter/mq/rocketmqtest"
 	"github.com/aivedio/pipeline/adapter/relay"
 	"github.com/aivedio/pipeline/adapter/source"
 	"github.com/aivedio/pipeline/shared/catalog"
-	"github.com/aivedio/pipeline/shared/dbtest"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/quarantine"
 )
@@ -67,47 +64,15 @@ func (d *diesBeforeAck) deliveries(id string) int {
 func TestRealBrokerExactlyOnceUnderFaults(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg := rocketmqtest.Config(t)
-	pool := dbtest.TestSchema(t)
-	createEffects(t, pool)
-	run := rocketmqtest.UniqueName("run")
-	tag := rocketmqtest.UniqueName("e2e")
-	topic := catalog.BillingSettle
-	group := catalog.Group{Name: rocketmqtest.UniqueName("g_e2e"), MaxDeliveryAttempts: 5,
-		Subscriptions: []catalog.Subscription{{Topic: topic, Tags: []string{tag}}}}
-	rocketmqtest.Apply(t, cfg, nil, []catalog.Group{group})
-
-	producer, err := rocketmq.NewProducer(cfg, topic.BrokerName())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = producer.Close() })
-	consumer, err := rocketmq.NewConsumer(cfg, rocketmq.ConsumerParams{
-		Group: group.Name, Filters: map[string]string{topic.BrokerName(): tag}, Await: 5 * time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = consumer.Close() })
-
-	fn := effectStage(pool, group.Name, catalog.EventSettleRequested, run)
-	deliver := &diesBeforeAck{next: source.HandlerFunc(fn.Handle), every: 7, seen: map[string]int{}}
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	t.Cleanup(func() { stop(); wg.Wait() })
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		_ = relay.New(relay.Params{Pool: pool, Producer: producer, Owner: "e2e", Poll: 100 * time.Millisecond}).Run(runCtx)
-	}()
-	go func() {
-		defer wg.Done()
-		_ = source.New(source.Params{Group: group, Consumers: []mq.Consumer{consumer}, Deliverer: deliver, Quarantine: pool,
-			Workers: 16, Invisible: 20 * time.Second, HandlerTimeout: 10 * time.Second,
-			RetryDelay: func(int) time.Duration { return time.Second }}).Run(runCtx)
-	}()
+	k := newKernel(t, 5)
+	pool, run, tag, topic, group, producer := k.pool, k.run, k.tag, k.topic, k.group, k.producer
+	deliver := &diesBeforeAck{next: source.HandlerFunc(k.stage().Handle), every: 7, seen: map[string]int{}}
+	k.start(t, deliver, relay.Params{Poll: 100 * time.Millisecond}, source.Params{
+		Workers: 16, Invisible: 20 * time.Second, HandlerTimeout: 10 * time.Second,
+		RetryDelay: func(int) time.Duration { return time.Second }})
 
 	const n = 300
-	var events []outbox.Event
-	for i := range n {
-		events = append(events, newEvent(t, topic, catalog.EventSettleRequested, tag, run, i))
-	}
-	require.NoError(t, writeEvents(ctx, pool, events, 25))
+	require.NoError(t, writeEvents(ctx, pool, k.events(t, n), 25))
 
 	// The relay loses some published marks, as a relay killed between send
 	// and mark would: those rows are published again with the same ids.

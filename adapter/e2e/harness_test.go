@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,8 +16,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aivedio/pipeline/adapter/mq"
+	"github.com/aivedio/pipeline/adapter/mq/rocketmq"
+	"github.com/aivedio/pipeline/adapter/mq/rocketmqtest"
+	"github.com/aivedio/pipeline/adapter/relay"
+	"github.com/aivedio/pipeline/adapter/source"
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/dbtest"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/outbox"
@@ -116,4 +124,72 @@ func waitForEffects(t *testing.T, pool *pgxpool.Pool, n int, within time.Duratio
 // testLogger writes warnings and errors to the test's output.
 func testLogger(t *testing.T, component string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})).With(slog.String("component", component))
+}
+
+// kernel is an in-process relay and source adapter on the real proxy and a
+// private database schema, for one test's own consumer group and tag.
+type kernel struct {
+	cfg      config.RocketMQ
+	pool     *pgxpool.Pool
+	run      string // this test's run id: other runs' events are stale no-ops
+	tag      string
+	topic    catalog.Topic
+	group    catalog.Group
+	producer *rocketmq.Producer
+}
+
+// newKernel creates the group and the clients; start runs relay and source.
+func newKernel(t *testing.T, maxAttempts int) *kernel {
+	t.Helper()
+	k := &kernel{
+		cfg:   rocketmqtest.Config(t),
+		pool:  dbtest.TestSchema(t),
+		run:   rocketmqtest.UniqueName("run"),
+		tag:   rocketmqtest.UniqueName("e2e"),
+		topic: catalog.BillingSettle,
+	}
+	createEffects(t, k.pool)
+	k.group = catalog.Group{Name: rocketmqtest.UniqueName("g_e2e"), MaxDeliveryAttempts: maxAttempts,
+		Subscriptions: []catalog.Subscription{{Topic: k.topic, Tags: []string{k.tag}}}}
+	rocketmqtest.Apply(t, k.cfg, nil, []catalog.Group{k.group})
+	producer, err := rocketmq.NewProducer(k.cfg, k.topic.BrokerName())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = producer.Close() })
+	k.producer = producer
+	return k
+}
+
+// stage is the effect stage of this kernel's run.
+func (k *kernel) stage() *stage.Function {
+	return effectStage(k.pool, k.group.Name, catalog.EventSettleRequested, k.run)
+}
+
+// start runs the relay and a source delivering to d until the test ends.
+func (k *kernel) start(t *testing.T, d source.Deliverer, rp relay.Params, sp source.Params) {
+	t.Helper()
+	consumer, err := rocketmq.NewConsumer(k.cfg, rocketmq.ConsumerParams{
+		Group: k.group.Name, Filters: map[string]string{k.topic.BrokerName(): k.tag}, Await: 5 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = consumer.Close() })
+
+	rp.Pool, rp.Producer, rp.Owner = k.pool, k.producer, k.run
+	rp.Logger = testLogger(t, "relay")
+	sp.Group, sp.Consumers, sp.Deliverer, sp.Quarantine = k.group, []mq.Consumer{consumer}, d, k.pool
+	sp.Logger = testLogger(t, "source")
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { stop(); wg.Wait() })
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = relay.New(rp).Run(ctx) }()
+	go func() { defer wg.Done(); _ = source.New(sp).Run(ctx) }()
+}
+
+// events makes n events of this kernel's run.
+func (k *kernel) events(t *testing.T, n int) []outbox.Event {
+	t.Helper()
+	var out []outbox.Event
+	for i := range n {
+		out = append(out, newEvent(t, k.topic, catalog.EventSettleRequested, k.tag, k.run, i))
+	}
+	return out
 }

@@ -5,20 +5,13 @@ package e2e_test
 import (
 	"context"
 	"os/exec"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/aivedio/pipeline/adapter/mq"
-	"github.com/aivedio/pipeline/adapter/mq/rocketmq"
-	"github.com/aivedio/pipeline/adapter/mq/rocketmqtest"
 	"github.com/aivedio/pipeline/adapter/relay"
 	"github.com/aivedio/pipeline/adapter/source"
-	"github.com/aivedio/pipeline/shared/catalog"
-	"github.com/aivedio/pipeline/shared/dbtest"
-	"github.com/aivedio/pipeline/shared/outbox"
 )
 
 // TestProxyRestart restarts the RocketMQ proxy (and its embedded broker)
@@ -29,46 +22,15 @@ import (
 // test: `make test` runs it alone, after the others (local/services/test.sh).
 func TestProxyRestart(t *testing.T) {
 	ctx := context.Background()
-	cfg := rocketmqtest.Config(t)
-	pool := dbtest.TestSchema(t)
-	createEffects(t, pool)
-	run := rocketmqtest.UniqueName("run")
-	tag := rocketmqtest.UniqueName("restart")
-	topic := catalog.BillingSettle
-	group := catalog.Group{Name: rocketmqtest.UniqueName("g_restart"), MaxDeliveryAttempts: 16,
-		Subscriptions: []catalog.Subscription{{Topic: topic, Tags: []string{tag}}}}
-	rocketmqtest.Apply(t, cfg, nil, []catalog.Group{group})
-
-	producer, err := rocketmq.NewProducer(cfg, topic.BrokerName())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = producer.Close() })
-	consumer, err := rocketmq.NewConsumer(cfg, rocketmq.ConsumerParams{
-		Group: group.Name, Filters: map[string]string{topic.BrokerName(): tag}, Await: 5 * time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = consumer.Close() })
-
-	fn := effectStage(pool, group.Name, catalog.EventSettleRequested, run)
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	t.Cleanup(func() { stop(); wg.Wait() })
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		_ = relay.New(relay.Params{Pool: pool, Producer: producer, Owner: "restart", Poll: 200 * time.Millisecond, Logger: testLogger(t, "relay"),
-			BackoffBase: 500 * time.Millisecond, BackoffMax: 5 * time.Second}).Run(runCtx)
-	}()
-	go func() {
-		defer wg.Done()
-		_ = source.New(source.Params{Group: group, Consumers: []mq.Consumer{consumer}, Deliverer: source.HandlerFunc(fn.Handle),
-			Quarantine: pool, Workers: 8, Logger: testLogger(t, "source"), Invisible: 20 * time.Second, HandlerTimeout: 10 * time.Second,
-			RetryDelay: func(int) time.Duration { return 2 * time.Second }}).Run(runCtx)
-	}()
+	k := newKernel(t, 16)
+	pool := k.pool
+	k.start(t, source.HandlerFunc(k.stage().Handle),
+		relay.Params{Poll: 200 * time.Millisecond, BackoffBase: 500 * time.Millisecond, BackoffMax: 5 * time.Second},
+		source.Params{Workers: 8, Invisible: 20 * time.Second, HandlerTimeout: 10 * time.Second,
+			RetryDelay: func(int) time.Duration { return 2 * time.Second }})
 
 	const n = 400
-	var events []outbox.Event
-	for i := range n {
-		events = append(events, newEvent(t, topic, catalog.EventSettleRequested, tag, run, i))
-	}
+	events := k.events(t, n)
 	writeDone := make(chan error, 1)
 	go func() {
 		for i := 0; i < n; i += 20 {
