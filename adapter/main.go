@@ -5,6 +5,7 @@
 //	go run ./adapter topics apply|list            create (or print) the catalog's topics and groups
 //	go run ./adapter relay                        publish the outbox to RocketMQ
 //	go run ./adapter source --group G --sink URL  deliver a consumer group's messages to its stage
+//	go run ./adapter dlq drain --group G          move a group's dead letters into message_quarantine
 //
 // Configuration comes from the environment (see README.md); each command
 // loads only the blocks it needs. Long-running commands serve /healthz,
@@ -25,7 +26,8 @@ const usage = `usage: adapter <command>
   topics apply                     create the catalog's topics and groups (ROCKETMQ_NAMESRV, ROCKETMQ_ADMIN_CLASSPATH)
   topics list                      print the topic catalog
   relay                            publish the outbox to RocketMQ
-  source --group G [--sink URL]    deliver consumer group G's messages to its stage function`
+  source --group G [--sink URL]    deliver consumer group G's messages to its stage function
+  dlq drain --group G              move group G's dead letters into message_quarantine`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -49,6 +51,11 @@ func run(ctx context.Context, args []string) error {
 		return runRelay(ctx, args[1:])
 	case "source":
 		return runSource(ctx, args[1:])
+	case "dlq":
+		if len(args) < 2 || args[1] != "drain" {
+			return errors.New("usage: adapter dlq drain --group G")
+		}
+		return runDrain(ctx, args[2:])
 	}
 	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/aivedio/pipeline/adapter/dlq"
 	"github.com/aivedio/pipeline/adapter/mq"
 	"github.com/aivedio/pipeline/adapter/mq/rocketmq"
 	"github.com/aivedio/pipeline/adapter/relay"
@@ -177,4 +178,45 @@ func openConsumers(cfg config.RocketMQ, g catalog.Group) ([]mq.Consumer, error) 
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// drainConfig is what `adapter dlq drain` reads.
+type drainConfig struct {
+	config.Postgres
+	config.RocketMQ
+	config.Ops
+}
+
+func (c drainConfig) Validate() error {
+	return errors.Join(c.Postgres.Validate(), c.RocketMQ.Validate(), c.Ops.Validate())
+}
+
+func runDrain(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("dlq drain", flag.ContinueOnError)
+	groupName := fs.String("group", "", "consumer group whose dead letters to drain (firm name)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	group, err := catalog.GroupByName(*groupName)
+	if err != nil {
+		return err
+	}
+	var cfg drainConfig
+	if err := config.Load(&cfg); err != nil {
+		return err
+	}
+	logger := telemetry.NewLogger(cfg.LogFormat).With(slog.String("consumer_group", group.Name))
+	pool, err := openPool(ctx, cfg.Postgres)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	reg := telemetry.NewRegistry()
+	d := dlq.New(dlq.Params{
+		Group: group, ConsumerFunc: dlq.OpenConsumer(cfg.RocketMQ, group, nil), DB: pool,
+		Logger: logger, Metrics: dlq.NewMetrics(reg),
+	})
+	defer func() { _ = d.Close() }()
+	logger.InfoContext(ctx, "dlq drain started", slog.String("dlq_topic", group.DLQTopic()))
+	return serve(ctx, cfg.Ops, reg, pool.Ping, d.Run)
 }

@@ -124,6 +124,11 @@ type Consumer struct {
 	consumer  rmq.SimpleConsumer
 	failures  int
 	reopening bool
+	// A client start that fails still leaves goroutines behind in v5.1.4, so
+	// replacements during a long outage are spaced out: from 5 s, doubling
+	// to 2 min.
+	reopenWait time.Duration
+	nextReopen time.Time
 }
 
 // reopenAfter is how many receive failures in a row replace the client.
@@ -221,7 +226,7 @@ func (c *Consumer) failed(sc rmq.SimpleConsumer) error {
 		return nil // replaced, or being replaced, by a concurrent receive
 	}
 	c.failures++
-	if c.failures < reopenAfter {
+	if c.failures < reopenAfter || time.Now().Before(c.nextReopen) {
 		c.mu.Unlock()
 		return nil
 	}
@@ -233,9 +238,11 @@ func (c *Consumer) failed(sc rmq.SimpleConsumer) error {
 	defer c.mu.Unlock()
 	c.reopening = false
 	if err != nil {
-		return fmt.Errorf("replace rocketmq consumer: %w", err)
+		c.reopenWait = min(max(2*c.reopenWait, 5*time.Second), 2*time.Minute)
+		c.nextReopen = time.Now().Add(c.reopenWait)
+		return fmt.Errorf("replace rocketmq consumer (next try in %s): %w", c.reopenWait, err)
 	}
-	c.consumer, c.failures = fresh, 0
+	c.consumer, c.failures, c.reopenWait = fresh, 0, 0
 	// The old client's stop waits on the broker; it must not hold receives.
 	go func() { _ = sc.GracefulStop() }()
 	return nil
