@@ -205,7 +205,8 @@ func runDrain(ctx context.Context, args []string) error {
 	if err := config.Load(&cfg); err != nil {
 		return err
 	}
-	logger := telemetry.NewLogger(cfg.LogFormat).With(slog.String("consumer_group", group.Name))
+	// The drainer names the group in its own log lines.
+	logger := telemetry.NewLogger(cfg.LogFormat)
 	pool, err := openPool(ctx, cfg.Postgres)
 	if err != nil {
 		return err
@@ -217,6 +218,6 @@ func runDrain(ctx context.Context, args []string) error {
 		Logger: logger, Metrics: dlq.NewMetrics(reg),
 	})
 	defer func() { _ = d.Close() }()
-	logger.InfoContext(ctx, "dlq drain started", slog.String("dlq_topic", group.DLQTopic()))
+	logger.InfoContext(ctx, "dlq drain started", slog.String("consumer_group", group.Name), slog.String("dlq_topic", group.DLQTopic()))
 	return serve(ctx, cfg.Ops, reg, pool.Ping, d.Run)
 }
