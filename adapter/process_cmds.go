@@ -130,7 +130,8 @@ func runSource(ctx context.Context, args []string) error {
 	if cfg.SinkURL == "" {
 		return errors.New("no sink: pass --sink URL or set SOURCE_SINK_URL to the stage function's URL")
 	}
-	logger := telemetry.NewLogger(cfg.LogFormat).With(slog.String("consumer_group", group.Name))
+	// The source names the group in its own log lines.
+	logger := telemetry.NewLogger(cfg.LogFormat)
 	pool, err := openPool(ctx, cfg.Postgres)
 	if err != nil {
 		return err
@@ -154,7 +155,7 @@ func runSource(ctx context.Context, args []string) error {
 		HandlerTimeout: cfg.HandlerTimeout,
 		Logger:         logger, Metrics: source.NewMetrics(reg),
 	})
-	logger.InfoContext(ctx, "source started", slog.String("sink", cfg.SinkURL))
+	logger.InfoContext(ctx, "source started", slog.String("consumer_group", group.Name), slog.String("sink", cfg.SinkURL))
 	return serve(ctx, cfg.Ops, reg, pool.Ping, s.Run)
 }
 
