@@ -8,7 +8,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 test: ## start the real services, apply schema and topics, run all tests with -race, stop the services
-	@local/services/test.sh
+	@local/services/with-services.sh local/services/test.sh
 
 run: ## run the whole pipeline locally (go run ./local)
 	go run ./local
