@@ -13,8 +13,8 @@ test: ## start the real services, apply schema and topics, run all tests with -r
 run: ## run the whole pipeline locally (go run ./local)
 	go run ./local
 
-bench: ## run the benchmarks
-	go test -run='^$$' -bench=. -benchmem ./...
+bench: ## run the kernel's benchmarks beside their baselines against the real services
+	@local/services/with-services.sh local/services/bench.sh
 
 lint: ## gofmt, go vet, staticcheck
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }

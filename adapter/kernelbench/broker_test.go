@@ -1,0 +1,141 @@
+//go:build !race
+
+package kernelbench_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/aivedio/pipeline/adapter/mq"
+	"github.com/aivedio/pipeline/adapter/mq/rocketmqtest"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/config"
+)
+
+// The bare pair sends from 8 goroutines, like the relay's publishers, and
+// bounds the messages in flight like the source's workers.
+const (
+	bareSenders  = 8
+	bareInFlight = 32
+)
+
+// BenchmarkBareBroker is the broker's ceiling on this machine: a v5
+// producer sending from several goroutines and simple consumers receiving
+// and ACKing, with no database and no CloudEvents. The consumers receive
+// the way the source does (one Receive in flight per consumer, asking for
+// as many messages as there are free slots, each message ACKed by its own
+// goroutine). One b.Loop iteration sends 2,000 messages and waits for the
+// last ACK; events/s is the figure, and the latencies run from just before
+// Send to the ACK. It runs with 1 and with 4 consumers: concurrent
+// Receives of one group cost the proxy more CPU per message, so one
+// consumer is the faster on a CPU-bound machine; the best is the ceiling.
+func BenchmarkBareBroker(b *testing.B) {
+	cfg := rocketmqtest.Config(b)
+	gs := benchGroups(b, cfg)
+	for _, tt := range []struct {
+		consumers int
+		group     catalog.Group
+	}{{1, gs.bare1}, {4, gs.bare4}} {
+		b.Run(fmt.Sprintf("consumers=%d", tt.consumers), func(b *testing.B) { benchBare(b, cfg, tt.group, tt.consumers) })
+	}
+}
+
+func benchBare(b *testing.B, cfg config.RocketMQ, group catalog.Group, consumerCount int) {
+	tag := rocketmqtest.UniqueName("kb")
+	track := newTracker(bareSegments)
+	producer := newProducer(b, cfg)
+	consumers := newConsumers(b, cfg, group, tag, consumerCount, track)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, bareInFlight)
+	for _, c := range consumers {
+		wg.Go(func() { receiveAndAck(ctx, c, slots, &wg) })
+	}
+	b.Cleanup(func() { cancel(); wg.Wait() })
+
+	send := func(n int) {
+		done := track.expect(n)
+		var senders sync.WaitGroup
+		for s := range bareSenders {
+			senders.Go(func() {
+				for i := s; i < n; i += bareSenders {
+					id := uuid.Must(uuid.NewV7()).String()
+					body, _ := json.Marshal(payload{ID: id, V: 1, T: time.Now().UnixNano()})
+					msg := &mq.Message{Topic: benchTopic.BrokerName(), Tag: tag, Keys: []string{id}, Body: body}
+					if _, err := producer.Send(b.Context(), msg); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		senders.Wait()
+		if b.Failed() {
+			b.FailNow()
+		}
+		select {
+		case <-done:
+		case <-time.After(settleTimeout):
+			b.Fatalf("only %d messages acknowledged after %s", track.ackedCount(), settleTimeout)
+		}
+	}
+	send(warmUp)
+	track.reset()
+	cpu := sampleCPU()
+	b.ReportAllocs()
+	for b.Loop() {
+		send(kernelRound)
+	}
+	b.ReportMetric(float64(b.N*kernelRound)/b.Elapsed().Seconds(), "events/s")
+	track.report(b)
+	logCPU(b, cpu, b.N*kernelRound)
+}
+
+// receiveAndAck is the source's receive loop without the delivery: wait for
+// a free slot, take every free one, Receive that many, ACK each message in a
+// goroutine of its own. ACKs run to completion after ctx ends.
+func receiveAndAck(ctx context.Context, c mq.Consumer, slots chan struct{}, wg *sync.WaitGroup) {
+	for ctx.Err() == nil {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		taken := 1
+	more:
+		for taken < cap(slots) {
+			select {
+			case slots <- struct{}{}:
+				taken++
+			default:
+				break more
+			}
+		}
+		msgs, err := c.Receive(ctx, taken, time.Minute)
+		for range taken - len(msgs) {
+			<-slots
+		}
+		if err != nil {
+			select { // a stop, or a failure the next Receive retries
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		for _, m := range msgs {
+			wg.Go(func() {
+				defer func() { <-slots }()
+				actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				defer cancel()
+				_ = c.Ack(actx, m)
+			})
+		}
+	}
+}
