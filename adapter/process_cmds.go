@@ -111,12 +111,8 @@ func runRelay(ctx context.Context, args []string) error {
 
 func runSource(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("source", flag.ContinueOnError)
-	groupName := fs.String("group", "", "consumer group (firm name, e.g. cg.asset.probe.v1)")
 	sink := fs.String("sink", "", "stage function URL (overrides SOURCE_SINK_URL)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	group, err := catalog.GroupByName(*groupName)
+	group, err := parseGroup(fs, args)
 	if err != nil {
 		return err
 	}
@@ -193,12 +189,7 @@ func (c drainConfig) Validate() error {
 }
 
 func runDrain(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("dlq drain", flag.ContinueOnError)
-	groupName := fs.String("group", "", "consumer group whose dead letters to drain (firm name)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	group, err := catalog.GroupByName(*groupName)
+	group, err := parseGroup(flag.NewFlagSet("dlq drain", flag.ContinueOnError), args)
 	if err != nil {
 		return err
 	}
@@ -221,4 +212,13 @@ func runDrain(ctx context.Context, args []string) error {
 	defer func() { _ = d.Close() }()
 	logger.InfoContext(ctx, "dlq drain started", slog.String("consumer_group", group.Name), slog.String("dlq_topic", group.DLQTopic()))
 	return serve(ctx, cfg.Ops, reg, pool.Ping, d.Run)
+}
+
+// parseGroup parses args with fs plus a --group flag naming a catalog group.
+func parseGroup(fs *flag.FlagSet, args []string) (catalog.Group, error) {
+	name := fs.String("group", "", "consumer group (firm name, e.g. cg.asset.probe.v1)")
+	if err := fs.Parse(args); err != nil {
+		return catalog.Group{}, err
+	}
+	return catalog.GroupByName(*name)
 }

@@ -268,8 +268,11 @@ func truncate(s string, n int) string {
 // every Poll besides, so a missed notification delays rows by at most Poll.
 func (r *Relay) Run(ctx context.Context) error {
 	wake := make(chan struct{}, 1)
-	go r.listen(ctx, wake)
-	go r.watchBacklog(ctx)
+	var helpers sync.WaitGroup
+	defer helpers.Wait() // the listener returns its connection before Run returns
+	helpers.Add(2)
+	go func() { defer helpers.Done(); r.listen(ctx, wake) }()
+	go func() { defer helpers.Done(); r.watchBacklog(ctx) }()
 	for ctx.Err() == nil {
 		n, err := r.RunOnce(ctx)
 		if err != nil && ctx.Err() == nil {
