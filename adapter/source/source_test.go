@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -340,4 +341,74 @@ func TestHTTPDeliverMapsStatus(t *testing.T) {
 	}
 	ok := statusServer(t, func(int) int { return http.StatusOK })
 	require.NoError(t, source.NewHTTPDeliverer(ok.URL, 1, time.Second).Deliver(context.Background(), validEvent(t)))
+}
+
+// TestPoisonDoesNotBlockAFIFOGroup: on a FIFO topic, a poisoned message is
+// quarantined and ACKed, so the messages after it in its own message group,
+// and every other group, still flow.
+func TestPoisonDoesNotBlockAFIFOGroup(t *testing.T) {
+	t.Parallel()
+	fifo := catalog.Topic{Name: "t_source_fifo", Type: catalog.FIFO}
+	group := catalog.Group{Name: "cg.source.fifo.v1", Stage: "test", MaxDeliveryAttempts: 3, Orderly: true,
+		Subscriptions: []catalog.Subscription{{Topic: fifo}}}
+	broker := memmq.New(&memmq.Opts{MinInvisible: time.Millisecond})
+	broker.Apply([]catalog.Topic{fifo}, []catalog.Group{group})
+	consumer, err := broker.Consumer(group.BrokerName(), map[string]string{fifo.BrokerName(): "*"}, 50*time.Millisecond)
+	require.NoError(t, err)
+	pool := dbtest.TestSchema(t)
+
+	send := func(messageGroup string, ev event.Event) {
+		ctx := cerocketmq.WithMessageGroup(context.Background(), messageGroup)
+		_, err := cerocketmq.NewSender(broker.Producer(), fifo.BrokerName()).SendMessage(ctx, binding.ToMessage(&ev))
+		require.NoError(t, err)
+	}
+	poison := validEvent(t)
+	poison.SetExtension("tenantid", nil)
+	send("task-a", poison)
+	var wantA, wantB []string
+	for range 3 {
+		a, b := validEvent(t), validEvent(t)
+		send("task-a", a)
+		send("task-b", b)
+		wantA, wantB = append(wantA, a.ID()), append(wantB, b.ID())
+	}
+
+	var mu sync.Mutex
+	var delivered []string // in delivery order
+	d := newRecorder(func(_ context.Context, ev event.Event, _ int) error {
+		mu.Lock()
+		defer mu.Unlock()
+		delivered = append(delivered, ev.ID())
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- source.New(source.Params{Group: group, Consumers: []mq.Consumer{consumer}, Deliverer: d, Quarantine: pool,
+			Workers: 1, Invisible: 5 * time.Second, HandlerTimeout: time.Second,
+			RetryDelay: func(int) time.Duration { return 10 * time.Millisecond }}).Run(ctx)
+	}()
+	require.Eventually(t, func() bool { return d.events() == 6 }, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+
+	var codes []string
+	rows, err := pool.Query(context.Background(), `SELECT error_code FROM message_quarantine`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var c string
+		require.NoError(t, rows.Scan(&c))
+		codes = append(codes, c)
+	}
+	require.Equal(t, []string{"envelope.tenant_missing"}, codes)
+	var gotA, gotB []string
+	for _, id := range delivered {
+		if slices.Contains(wantA, id) {
+			gotA = append(gotA, id)
+		} else {
+			gotB = append(gotB, id)
+		}
+	}
+	require.Equal(t, wantA, gotA, "task A goes on after its poisoned head, in order")
+	require.Equal(t, wantB, gotB)
 }
