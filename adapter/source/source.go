@@ -147,9 +147,12 @@ func (s *Source) Run(ctx context.Context) error {
 // abandonWait bounds the wait for canceled deliveries to return.
 const abandonWait = 5 * time.Second
 
-// receiveLoop asks c for as many messages as there are free workers and
-// hands each to a worker.
+// receiveLoop asks c for as many messages as there are free workers, up to
+// its share of them, and hands each to a worker. The share keeps a loop
+// long-polling an idle topic from holding every free worker while another
+// topic of the group has messages waiting.
 func (s *Source) receiveLoop(ctx, work context.Context, c mq.Consumer, slots chan struct{}, inFlight *sync.WaitGroup) {
+	share := max(1, s.p.Workers/len(s.p.Consumers))
 	for ctx.Err() == nil {
 		// Wait for one free worker, then take every other free one too.
 		select {
@@ -159,7 +162,7 @@ func (s *Source) receiveLoop(ctx, work context.Context, c mq.Consumer, slots cha
 		}
 		taken := 1
 	more:
-		for taken < s.p.Workers {
+		for taken < share {
 			select {
 			case slots <- struct{}{}:
 				taken++

@@ -9,7 +9,7 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
 echo "== benchmarks (real PostgreSQL and RocketMQ proxy)"
-go test -run='^$' -bench='Kernel|BareBroker|PostgresOnly' -benchtime=1x -count=1 -timeout 20m ./adapter/kernelbench/ | tee "$out"
+go test -run='^$' -bench='Kernel|BareBroker|PostgresOnly' -benchtime=3x -count=1 -timeout 20m ./adapter/kernelbench/ | tee "$out"
 go test -run='^$' -bench=. -benchtime=2s -count=1 ./shared/inbox/ | tee -a "$out"
 
 echo "== side by side"
