@@ -1,0 +1,174 @@
+// Package provider is the boundary to hosted video-generation APIs
+// (DESIGN.md §8): the Client interface every provider implements, the job
+// model the stages read, and the error classes the stages decide on.
+//
+// A provider call is never made inside a database transaction: the submit
+// stage commits its attempt first, calls, then records the answer in a new
+// transaction. Every method is safe for concurrent use.
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// SubmitRequest asks a provider to start one generation.
+type SubmitRequest struct {
+	// IdempotencyKey is stable per attempt (task_attempts.provider_idempotency_key):
+	// a retried submit with the same key must not start a second remote job.
+	IdempotencyKey string
+	// ClientRequestID is our id for the request, used to find the remote job
+	// when the submit response was lost (FindByClientRequestID).
+	ClientRequestID string
+	Model           string
+	Prompt          string
+	DurationSeconds int
+	Resolution      string // WIDTHxHEIGHT, e.g. 1280x720
+	// CallbackURL, when set, receives the provider's completion callback.
+	CallbackURL string
+}
+
+// Status is a remote job's state.
+type Status string
+
+// The job states, normalised across providers.
+const (
+	StatusQueued    Status = "queued"
+	StatusRunning   Status = "running"
+	StatusSucceeded Status = "succeeded"
+	StatusFailed    Status = "failed"
+	StatusCanceled  Status = "canceled"
+)
+
+// Terminal reports whether the job will not change any more.
+func (s Status) Terminal() bool {
+	return s == StatusSucceeded || s == StatusFailed || s == StatusCanceled
+}
+
+// Job is a provider's view of one remote generation.
+type Job struct {
+	ID              string
+	ClientRequestID string // empty when the provider does not echo it
+	Status          Status
+	Progress        int // 0..100, best effort
+	// OutputURL is where a succeeded job's video is downloaded from. It may
+	// answer "not ready" for a while after success, and it expires.
+	OutputURL       string
+	OutputExpiresAt time.Time // zero when unknown
+	ErrorCode       string    // set for failed jobs
+	ErrorMessage    string
+	CreatedAt       time.Time
+}
+
+// Output is a downloaded video stream. The caller closes Body.
+type Output struct {
+	Body          io.ReadCloser
+	ContentType   string
+	ContentLength int64 // -1 when unknown
+}
+
+// Client talks to one provider.
+type Client interface {
+	// Name is the provider's name as stored in task_attempts.provider and
+	// used in /v1/provider-callbacks/{provider}.
+	Name() string
+	// Submit starts a job. A lost response (timeout after the request was
+	// sent) is an error of class ClassTimeoutUnknown: the job may exist.
+	Submit(ctx context.Context, req SubmitRequest) (Job, error)
+	// Get returns a job's current state.
+	Get(ctx context.Context, jobID string) (Job, error)
+	// FindByClientRequestID looks for the job a submit with this client
+	// request id created, among jobs created at or after since. A job that
+	// does not exist is an error of class ClassNotFound.
+	FindByClientRequestID(ctx context.Context, clientRequestID string, since time.Time) (Job, error)
+	// Cancel asks the provider to stop a job and returns its state after
+	// the request: canceled, or already terminal.
+	Cancel(ctx context.Context, jobID string) (Job, error)
+	// Download streams a succeeded job's output. Not ready yet is
+	// ClassOutputNotReady; an expired URL is ClassOutputExpired.
+	Download(ctx context.Context, job Job) (Output, error)
+	// ParseCallback verifies a completion callback's signature and
+	// timestamp and returns the job it reports. A bad signature or a stale
+	// timestamp is ClassRejected.
+	ParseCallback(header http.Header, body []byte, now time.Time) (Job, error)
+}
+
+// Class is what a provider failure means for the caller.
+type Class string
+
+// The error classes of DESIGN.md §8, plus the download and lookup cases.
+const (
+	// ClassRateLimited: 429; wait RetryAfter and try again.
+	ClassRateLimited Class = "rate_limited"
+	// ClassUnavailable: 5xx, connection refused, a timeout before anything
+	// was sent; safe to retry with the same idempotency key.
+	ClassUnavailable Class = "unavailable"
+	// ClassRejected: the provider refused the request (4xx other than 429,
+	// content policy, bad callback signature); retrying will not help.
+	ClassRejected Class = "rejected"
+	// ClassTimeoutUnknown: the request may have been accepted; the answer
+	// was lost. Reconcile before submitting again.
+	ClassTimeoutUnknown Class = "timeout_unknown"
+	// ClassNotFound: the job does not exist.
+	ClassNotFound Class = "not_found"
+	// ClassOutputNotReady: the job succeeded but its output cannot be
+	// downloaded yet.
+	ClassOutputNotReady Class = "output_not_ready"
+	// ClassOutputExpired: the output URL expired.
+	ClassOutputExpired Class = "output_expired"
+	// ClassMalformed: the provider answered something that is not its
+	// documented format.
+	ClassMalformed Class = "malformed"
+)
+
+// Error is a classified provider failure.
+type Error struct {
+	Class      Class
+	StatusCode int           // HTTP status, 0 when none
+	RetryAfter time.Duration // from Retry-After, 0 when absent
+	Code       string        // provider's error code, when it gave one
+	Message    string
+	Err        error
+}
+
+func (e *Error) Error() string {
+	msg := fmt.Sprintf("provider %s", e.Class)
+	if e.StatusCode != 0 {
+		msg += fmt.Sprintf(" (HTTP %d)", e.StatusCode)
+	}
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ClassOf returns err's class; an unclassified error counts as unavailable
+// (retry with the same key), nil as "".
+func ClassOf(err error) Class {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Class
+	}
+	return ClassUnavailable
+}
+
+// RetryAfterOf returns the wait a provider asked for, 0 when none.
+func RetryAfterOf(err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.RetryAfter
+	}
+	return 0
+}
