@@ -180,3 +180,35 @@ func (s Source) Validate() error {
 	}
 	return nil
 }
+
+// Provider locates the hosted video-generation API and the secrets that
+// authenticate us to it and it to us.
+type Provider struct {
+	Name    string `envconfig:"PROVIDER_NAME" default:"replicate" desc:"provider client to use; also the {provider} of /v1/provider-callbacks/{provider}"`
+	BaseURL string `envconfig:"PROVIDER_BASE_URL" required:"true" desc:"base URL of the provider's API (the simulator's address when running locally)"`
+	// APIToken and WebhookSecret come from a Secret in deployments, never a
+	// manifest value.
+	APIToken      string        `envconfig:"PROVIDER_API_TOKEN" desc:"bearer token for the provider's API"`
+	WebhookSecret string        `envconfig:"PROVIDER_WEBHOOK_SECRET" desc:"secret that signs the provider's callbacks; callbacks are refused when empty"`
+	CallbackURL   string        `envconfig:"PROVIDER_CALLBACK_URL" desc:"public URL of POST /v1/provider-callbacks/{provider}; empty means poll only"`
+	Timeout       time.Duration `envconfig:"PROVIDER_TIMEOUT" default:"15s" desc:"deadline of one provider call; a submit past it counts as accepted-or-not unknown"`
+}
+
+// Validate reports the first unusable setting, naming its variable.
+func (p Provider) Validate() error {
+	if p.Name == "" {
+		return errors.New("PROVIDER_NAME must not be empty")
+	}
+	if u, err := url.Parse(p.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("PROVIDER_BASE_URL must be an http:// or https:// URL")
+	}
+	if p.CallbackURL != "" {
+		if u, err := url.Parse(p.CallbackURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return errors.New("PROVIDER_CALLBACK_URL must be an http:// or https:// URL")
+		}
+	}
+	if p.Timeout < time.Second {
+		return errors.New("PROVIDER_TIMEOUT must be at least 1s")
+	}
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -54,6 +55,9 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{config.S3{Endpoint: "ftp://x", Bucket: "b"}, "S3_ENDPOINT"},
 		{config.S3{Bucket: ""}, "S3_BUCKET"},
 		{config.S3{Bucket: "b", AccessKeyID: "a"}, "S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY"},
+		{config.Provider{Name: "sim", BaseURL: "localhost:8080", Timeout: time.Second}, "PROVIDER_BASE_URL"},
+		{config.Provider{Name: "sim", BaseURL: "http://sim", CallbackURL: "/cb", Timeout: time.Second}, "PROVIDER_CALLBACK_URL"},
+		{config.Provider{Name: "sim", BaseURL: "http://sim", Timeout: time.Millisecond}, "PROVIDER_TIMEOUT"},
 	}
 	for _, tt := range tests {
 		require.ErrorContains(t, tt.block.Validate(), tt.want)
@@ -66,7 +70,7 @@ func TestREADMEListsEveryVariable(t *testing.T) {
 	t.Parallel()
 	readme, err := os.ReadFile("../../README.md")
 	require.NoError(t, err)
-	for _, block := range []any{config.Postgres{}, config.RocketMQ{}, config.Redis{}, config.S3{}, config.Media{}, config.Ops{}, config.Relay{}, config.Source{}} {
+	for _, block := range []any{config.Postgres{}, config.RocketMQ{}, config.Redis{}, config.S3{}, config.Media{}, config.Ops{}, config.Relay{}, config.Source{}, config.Provider{}} {
 		typ := reflect.TypeOf(block)
 		for i := range typ.NumField() {
 			name := typ.Field(i).Tag.Get("envconfig")
