@@ -13,21 +13,11 @@ import (
 	"github.com/aivedio/pipeline/shared/telemetry"
 )
 
-// migrateConfig is what `adapter migrate` reads.
-type migrateConfig struct {
-	config.Postgres
-}
-
-// topicsConfig is what `adapter topics` reads.
-type topicsConfig struct {
-	config.RocketMQ
-}
-
 func runMigrate(ctx context.Context, args []string) error {
 	if len(args) != 1 || (args[0] != "up" && args[0] != "down") {
 		return fmt.Errorf("usage: adapter migrate up|down")
 	}
-	var cfg migrateConfig
+	var cfg config.Migrate
 	if err := config.Load(&cfg); err != nil {
 		return err
 	}
@@ -45,7 +35,7 @@ func runTopics(ctx context.Context, args []string) error {
 	case "list":
 		return printCatalog()
 	case "apply":
-		var cfg topicsConfig
+		var cfg config.Topics
 		if err := config.Load(&cfg); err != nil {
 			return err
 		}

@@ -23,30 +23,6 @@ import (
 	"github.com/aivedio/pipeline/shared/telemetry"
 )
 
-// relayConfig is what `adapter relay` reads.
-type relayConfig struct {
-	config.Postgres
-	config.RocketMQ
-	config.Ops
-	config.Relay
-}
-
-func (c relayConfig) Validate() error {
-	return errors.Join(c.Postgres.Validate(), c.RocketMQ.Validate(), c.Ops.Validate(), c.Relay.Validate())
-}
-
-// sourceConfig is what `adapter source` reads.
-type sourceConfig struct {
-	config.Postgres
-	config.RocketMQ
-	config.Ops
-	config.Source
-}
-
-func (c sourceConfig) Validate() error {
-	return errors.Join(c.Postgres.Validate(), c.RocketMQ.Validate(), c.Ops.Validate(), c.Source.Validate())
-}
-
 func openPool(ctx context.Context, pg config.Postgres) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(pg.URL)
 	if err != nil {
@@ -76,7 +52,7 @@ func runRelay(ctx context.Context, args []string) error {
 	if len(args) != 0 {
 		return errors.New("usage: adapter relay (configured by environment)")
 	}
-	var cfg relayConfig
+	var cfg config.RelayCommand
 	if err := config.Load(&cfg); err != nil {
 		return err
 	}
@@ -116,7 +92,7 @@ func runSource(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var cfg sourceConfig
+	var cfg config.SourceCommand
 	if err := config.Load(&cfg); err != nil {
 		return err
 	}
@@ -177,23 +153,12 @@ func openConsumers(cfg config.RocketMQ, g catalog.Group) ([]mq.Consumer, error) 
 	return out, nil
 }
 
-// drainConfig is what `adapter dlq drain` reads.
-type drainConfig struct {
-	config.Postgres
-	config.RocketMQ
-	config.Ops
-}
-
-func (c drainConfig) Validate() error {
-	return errors.Join(c.Postgres.Validate(), c.RocketMQ.Validate(), c.Ops.Validate())
-}
-
 func runDrain(ctx context.Context, args []string) error {
 	group, err := parseGroup(flag.NewFlagSet("dlq drain", flag.ContinueOnError), args)
 	if err != nil {
 		return err
 	}
-	var cfg drainConfig
+	var cfg config.DrainCommand
 	if err := config.Load(&cfg); err != nil {
 		return err
 	}

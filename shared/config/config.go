@@ -212,3 +212,25 @@ func (p Provider) Validate() error {
 	}
 	return nil
 }
+
+// API tunes the public HTTP API.
+type API struct {
+	Addr           string        `envconfig:"API_ADDR" default:":8080" desc:"listen address of the public API"`
+	MaxBodyBytes   int64         `envconfig:"API_MAX_BODY_BYTES" default:"65536" desc:"largest request body accepted; larger bodies get 413"`
+	MaxPromptChars int           `envconfig:"API_MAX_PROMPT_CHARS" default:"4000" desc:"longest prompt accepted, in characters"`
+	DownloadTTL    time.Duration `envconfig:"API_DOWNLOAD_URL_TTL" default:"15m" desc:"lifetime of the presigned download URLs the API hands out"`
+}
+
+// Validate reports the first unusable setting, naming its variable.
+func (a API) Validate() error {
+	if a.MaxBodyBytes < 1024 {
+		return errors.New("API_MAX_BODY_BYTES must be at least 1024")
+	}
+	if a.MaxPromptChars < 1 {
+		return errors.New("API_MAX_PROMPT_CHARS must be at least 1")
+	}
+	if a.DownloadTTL < time.Minute || a.DownloadTTL > 7*24*time.Hour {
+		return errors.New("API_DOWNLOAD_URL_TTL must be between 1m and 168h (S3's presign limit)")
+	}
+	return nil
+}
