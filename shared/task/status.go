@@ -1,0 +1,67 @@
+package task
+
+import "slices"
+
+// Status is a generation task's state (generation_tasks.status).
+type Status string
+
+// The states of DESIGN.md §5.
+const (
+	Queued            Status = "QUEUED"
+	Submitting        Status = "SUBMITTING"
+	WaitingRetry      Status = "WAITING_RETRY"
+	Reconciling       Status = "RECONCILING"
+	ProviderRunning   Status = "PROVIDER_RUNNING"
+	Fetching          Status = "FETCHING"
+	MediaProcessing   Status = "MEDIA_PROCESSING"
+	Succeeded         Status = "SUCCEEDED"
+	Failed            Status = "FAILED"
+	Canceled          Status = "CANCELED"
+	CanceledWithOut   Status = "CANCELED_WITH_OUTPUT"
+	CancelReconciling Status = "CANCEL_RECONCILING"
+	NeedsAttention    Status = "NEEDS_ATTENTION"
+)
+
+// Terminal reports whether no automatic transition leaves s.
+// NEEDS_ATTENTION is terminal for the pipeline: only an operator moves it.
+func (s Status) Terminal() bool {
+	switch s {
+	case Succeeded, Failed, Canceled, CanceledWithOut, NeedsAttention:
+		return true
+	}
+	return false
+}
+
+// Charged reports whether a task that ended in s pays for its generation:
+// the reservation is captured, not released.
+func (s Status) Charged() bool { return s == Succeeded || s == CanceledWithOut }
+
+// transitions lists the legal moves. Any non-terminal state may also go to
+// FAILED (a permanent error or the maximum wait), checked in [Legal].
+var transitions = map[Status][]Status{
+	Queued:            {Submitting, Canceled, WaitingRetry},
+	Submitting:        {ProviderRunning, WaitingRetry, Reconciling},
+	WaitingRetry:      {Submitting, Canceled},
+	Reconciling:       {ProviderRunning, Submitting, NeedsAttention},
+	ProviderRunning:   {Fetching, Canceled, CanceledWithOut, CancelReconciling},
+	Fetching:          {MediaProcessing, CanceledWithOut},
+	MediaProcessing:   {Succeeded, CanceledWithOut},
+	CancelReconciling: {Canceled, CanceledWithOut, NeedsAttention},
+}
+
+// Legal reports whether a task may move from one state to another.
+func Legal(from, to Status) bool {
+	if from.Terminal() {
+		return false
+	}
+	if to == Failed {
+		return true
+	}
+	return slices.Contains(transitions[from], to)
+}
+
+// All lists every state, in the order of DESIGN.md §5.
+func All() []Status {
+	return []Status{Queued, Submitting, WaitingRetry, Reconciling, ProviderRunning, Fetching,
+		MediaProcessing, Succeeded, Failed, Canceled, CanceledWithOut, CancelReconciling, NeedsAttention}
+}

@@ -1,0 +1,151 @@
+package task
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/outbox"
+)
+
+// ErrStale: the task was not in the expected state and version any more;
+// another delivery changed it first. Re-read and decide.
+var ErrStale = errors.New("task changed concurrently (stale version)")
+
+// ErrIllegalTransition: the state machine has no such move.
+var ErrIllegalTransition = errors.New("illegal task transition")
+
+// Fields are the columns a transition may set besides status and version.
+// A nil pointer leaves the column as it is; Clear* sets it to NULL.
+type Fields struct {
+	NextRetryAt      *time.Time
+	ClearNextRetryAt bool
+	NextPollAt       *time.Time
+	DeadlineAt       *time.Time
+	Progress         *int
+	ErrorCode        *string
+	ErrorMessage     *string
+	Provider         *string
+	ProviderJobID    *string
+	CancelRequested  *bool
+}
+
+// Transition is one move of the state machine.
+type Transition struct {
+	To     Status
+	Reason string // task_events.reason: why, in a few words
+	Set    Fields
+	// Events are written to the outbox with the transition, after the
+	// task.state.changed event Apply adds itself.
+	Events []outbox.Event
+}
+
+// Apply moves cur (as read in this or an earlier transaction) to tr.To
+// through tx: the versioned update, the task_events row, the
+// task.state.changed event, tr.Events and a NOTIFY, all or nothing. It
+// returns the task as updated, or [ErrStale] when cur is no longer the
+// task's state and version.
+func Apply(ctx context.Context, tx pgx.Tx, o Origin, cur Task, tr Transition) (Task, error) {
+	if !Legal(cur.Status, tr.To) {
+		return Task{}, fmt.Errorf("%w: %s -> %s (task %s)", ErrIllegalTransition, cur.Status, tr.To, cur.ID)
+	}
+	set, args := tr.Set.sql([]any{cur.ID, cur.Status, cur.Version, tr.To})
+	next, err := scan(tx.QueryRow(ctx, `UPDATE generation_tasks SET status = $4, version = version + 1, updated_at = now()`+set+`
+		WHERE task_id = $1 AND status = $2 AND version = $3
+		RETURNING `+selectColumns, args...))
+	if errors.Is(err, ErrNotFound) {
+		return Task{}, fmt.Errorf("%w: task %s is no longer %s at version %d", ErrStale, cur.ID, cur.Status, cur.Version)
+	}
+	if err != nil {
+		return Task{}, fmt.Errorf("transition task %s %s -> %s: %w", cur.ID, cur.Status, tr.To, err)
+	}
+	if err := record(ctx, tx, o, cur.Status, next, tr.Reason, tr.Events); err != nil {
+		return Task{}, err
+	}
+	return next, nil
+}
+
+// record appends the timeline row, writes the state-changed and caller's
+// events and announces the change: what every transition, creation
+// included, does after its row is written.
+func record(ctx context.Context, tx pgx.Tx, o Origin, from Status, t Task, reason string, events []outbox.Event) error {
+	var causedBy *uuid.UUID
+	if id, err := uuid.Parse(o.EventID); err == nil {
+		causedBy = &id
+	}
+	var fromStatus *Status
+	if from != "" {
+		fromStatus = &from
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO task_events (task_id, from_status, to_status, version, reason, event_id)
+		VALUES ($1, $2, $3, $4, nullif($5, ''), $6)`, t.ID, fromStatus, t.Status, t.Version, reason, causedBy); err != nil {
+		return fmt.Errorf("append task event %s v%d: %w", t.ID, t.Version, err)
+	}
+	change := StateChanged{TaskID: t.ID, TenantID: t.TenantID, From: from, To: t.Status, Version: t.Version,
+		Progress: t.Progress, ErrorCode: t.ErrorCode, At: t.UpdatedAt.UTC()}
+	changed, err := o.Event(t, catalog.EventTaskStateChanged, catalog.GenerationStateFIFO, "", change, time.Time{})
+	if err != nil {
+		return err
+	}
+	if err := outbox.Write(ctx, tx, append([]outbox.Event{changed}, events...)...); err != nil {
+		return fmt.Errorf("write events of task %s v%d: %w", t.ID, t.Version, err)
+	}
+	note, err := json.Marshal(change)
+	if err != nil {
+		return fmt.Errorf("encode state change: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, string(note)); err != nil {
+		return fmt.Errorf("notify state change of task %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// sql renders the SET clauses of f, numbering parameters after args.
+func (f Fields) sql(args []any) (string, []any) {
+	var b strings.Builder
+	add := func(column string, v any) {
+		args = append(args, v)
+		b.WriteString(", " + column + " = $" + strconv.Itoa(len(args)))
+	}
+	if f.NextRetryAt != nil {
+		add("next_retry_at", *f.NextRetryAt)
+	} else if f.ClearNextRetryAt {
+		b.WriteString(", next_retry_at = NULL")
+	}
+	if f.NextPollAt != nil {
+		add("next_poll_at", *f.NextPollAt)
+	}
+	if f.DeadlineAt != nil {
+		add("deadline_at", *f.DeadlineAt)
+	}
+	if f.Progress != nil {
+		add("progress", *f.Progress)
+	}
+	if f.ErrorCode != nil {
+		add("error_code", *f.ErrorCode)
+	}
+	if f.ErrorMessage != nil {
+		add("error_message", *f.ErrorMessage)
+	}
+	if f.Provider != nil {
+		add("provider", *f.Provider)
+	}
+	if f.ProviderJobID != nil {
+		add("provider_job_id", *f.ProviderJobID)
+	}
+	if f.CancelRequested != nil {
+		add("cancel_requested", *f.CancelRequested)
+	}
+	return b.String(), args
+}
+
+// Ptr returns a pointer to v, for [Fields].
+func Ptr[T any](v T) *T { return &v }
