@@ -63,6 +63,7 @@ type StageFunction struct {
 	S3
 	Media
 	Provider
+	Journey
 	Ops
 }
 
@@ -72,7 +73,7 @@ func (c StageFunction) Validate() error {
 	if c.Stage == "" {
 		stage = errors.New("STAGE must name a stage")
 	}
-	return errors.Join(stage, c.Postgres.Validate(), c.Redis.Validate(), c.S3.Validate(), c.Provider.Validate(), c.Ops.Validate())
+	return errors.Join(stage, c.Postgres.Validate(), c.Redis.Validate(), c.S3.Validate(), c.Provider.Validate(), c.Journey.Validate(), c.Ops.Validate())
 }
 
 // APIServer is what the public API reads.

@@ -234,3 +234,40 @@ func (a API) Validate() error {
 	}
 	return nil
 }
+
+// Journey tunes the generation stages: polling, retries, slots and waits.
+type Journey struct {
+	PollFirst       time.Duration `envconfig:"POLL_FIRST_DELAY" default:"5s" desc:"wait before the first poll of a provider job"`
+	PollMax         time.Duration `envconfig:"POLL_MAX_INTERVAL" default:"60s" desc:"longest wait between two polls; intervals grow up to it"`
+	MaxWait         time.Duration `envconfig:"GENERATION_MAX_WAIT" default:"30m" desc:"a provider job running longer fails the task"`
+	RetryBase       time.Duration `envconfig:"SUBMIT_RETRY_BASE" default:"2s" desc:"first backoff after a provider 429/503 or a missing slot"`
+	RetryMax        time.Duration `envconfig:"SUBMIT_RETRY_MAX" default:"5m" desc:"backoff cap between submit retries"`
+	MaxRetries      int           `envconfig:"SUBMIT_MAX_RETRIES" default:"30" desc:"submit retries before the task fails"`
+	ReconcileAfter  time.Duration `envconfig:"RECONCILE_DELAY" default:"20s" desc:"wait before looking for the remote job of a submit whose answer was lost"`
+	ReconcileRounds int           `envconfig:"RECONCILE_MAX_ROUNDS" default:"5" desc:"lookups of a lost submit before the task needs attention"`
+	SlotsPerTenant  int           `envconfig:"SLOTS_PER_TENANT" default:"8" desc:"provider jobs one tenant may run at once"`
+	SlotsPerModel   int           `envconfig:"SLOTS_PER_MODEL" default:"32" desc:"provider jobs of one model at once"`
+	SlotsPerProv    int           `envconfig:"SLOTS_PER_PROVIDER" default:"64" desc:"provider jobs at one provider at once"`
+	SlotLease       time.Duration `envconfig:"SLOT_LEASE" default:"45m" desc:"a slot not released by then is free again (a crashed stage cannot leak it)"`
+}
+
+// Validate reports the first unusable setting, naming its variable.
+func (j Journey) Validate() error {
+	switch {
+	case j.PollFirst <= 0 || j.PollMax < j.PollFirst:
+		return errors.New("POLL_FIRST_DELAY must be positive and POLL_MAX_INTERVAL at least as long")
+	case j.MaxWait < j.PollMax:
+		return errors.New("GENERATION_MAX_WAIT must be at least POLL_MAX_INTERVAL")
+	case j.RetryBase <= 0 || j.RetryMax < j.RetryBase:
+		return errors.New("SUBMIT_RETRY_BASE must be positive and SUBMIT_RETRY_MAX at least as long")
+	case j.MaxRetries < 1 || j.ReconcileRounds < 1:
+		return errors.New("SUBMIT_MAX_RETRIES and RECONCILE_MAX_ROUNDS must be at least 1")
+	case j.ReconcileAfter <= 0:
+		return errors.New("RECONCILE_DELAY must be positive")
+	case j.SlotsPerTenant < 1 || j.SlotsPerModel < 1 || j.SlotsPerProv < 1:
+		return errors.New("SLOTS_PER_TENANT, SLOTS_PER_MODEL and SLOTS_PER_PROVIDER must be at least 1")
+	case j.SlotLease < j.MaxWait:
+		return errors.New("SLOT_LEASE must be at least GENERATION_MAX_WAIT, or a slot could expire under a running job")
+	}
+	return nil
+}

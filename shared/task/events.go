@@ -87,6 +87,7 @@ type (
 		TaskID    uuid.UUID `json:"task_id"`
 		AttemptID uuid.UUID `json:"attempt_id,omitempty"`
 		Reason    string    `json:"reason"`
+		Round     int       `json:"round,omitempty"` // lookups already made for this attempt
 	}
 )
 

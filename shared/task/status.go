@@ -41,7 +41,7 @@ func (s Status) Charged() bool { return s == Succeeded || s == CanceledWithOut }
 var transitions = map[Status][]Status{
 	Queued:            {Submitting, Canceled, WaitingRetry},
 	Submitting:        {ProviderRunning, WaitingRetry, Reconciling},
-	WaitingRetry:      {Submitting, Canceled},
+	WaitingRetry:      {Submitting, Canceled, WaitingRetry},
 	Reconciling:       {ProviderRunning, Submitting, NeedsAttention},
 	ProviderRunning:   {Fetching, Canceled, CanceledWithOut, CancelReconciling},
 	Fetching:          {MediaProcessing, CanceledWithOut},

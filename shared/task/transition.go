@@ -149,3 +149,15 @@ func (f Fields) sql(args []any) (string, []any) {
 
 // Ptr returns a pointer to v, for [Fields].
 func Ptr[T any](v T) *T { return &v }
+
+// Fail moves t to FAILED with an error code and a message a person can act
+// on, and asks billing to release its reservation, in tx.
+func Fail(ctx context.Context, tx pgx.Tx, o Origin, t Task, code, message string) error {
+	settle, err := o.Event(t, catalog.EventSettleRequested, catalog.BillingSettle, "", SettleRequested{TaskID: t.ID, Status: Failed}, time.Time{})
+	if err != nil {
+		return err
+	}
+	_, err = Apply(ctx, tx, o, t, Transition{To: Failed, Reason: code,
+		Set: Fields{ErrorCode: &code, ErrorMessage: &message}, Events: []outbox.Event{settle}})
+	return err
+}

@@ -1,0 +1,196 @@
+// Package fetch is the fetch stage: it streams a finished provider job's
+// output into object storage and records it as the task's SOURCE asset.
+//
+// The object key is deterministic (tenant, task, "output"), so a repeated
+// fetch overwrites instead of duplicating; an object already stored by a
+// delivery that died before its database write is adopted as it is, not
+// downloaded again. The bytes never sit in memory whole: the provider's
+// response body is piped into a multipart upload that computes the
+// sha256 on the way.
+//
+// An output that is not ready yet is a retryable failure (the adapter backs
+// off). An output URL that expired is asked for again once; when the
+// provider cannot give a fresh one the task FAILS with that reason. A new
+// generation is never started to replace a lost output: that would charge
+// the provider twice for one request.
+package fetch
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/blob"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/inbox"
+	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/outcome"
+	"github.com/aivedio/pipeline/shared/provider"
+	"github.com/aivedio/pipeline/shared/task"
+)
+
+// Name is the stage's name.
+const Name = "fetch"
+
+// Params are what the stage needs.
+type Params struct {
+	Pool     *pgxpool.Pool
+	Provider provider.Client
+	Blob     *blob.Store
+	Timeout  time.Duration // bound of one provider API call (not of the download)
+	Logger   *slog.Logger
+}
+
+type fetcher struct{ Params }
+
+// New returns the fetch function.
+func New(p Params) *stage.Function {
+	if p.Logger == nil {
+		p.Logger = slog.New(slog.DiscardHandler)
+	}
+	f := &fetcher{Params: p}
+	return stage.New(stage.Params{Name: Name, EventTypes: []string{catalog.EventFetchRequested}, Work: f.work, Logger: p.Logger})
+}
+
+func (f *fetcher) work(ctx context.Context, ev envelope.Envelope) error {
+	req, err := stage.Decode[task.FetchRequested](ev)
+	if err != nil {
+		return err
+	}
+	if err := stage.Require("task_id", req.TaskID); err != nil {
+		return err
+	}
+	consumer := catalog.GroupFetch.Name
+	t, err := task.Get(ctx, f.Pool, req.TaskID)
+	if errors.Is(err, task.ErrNotFound) {
+		return outcome.Permanentf("task.not_found", "task %s does not exist", req.TaskID)
+	}
+	if err != nil {
+		return err
+	}
+	if err := stage.CheckTenant(ev, t.TenantID); err != nil {
+		return err
+	}
+	if t.Status != task.Fetching {
+		return stage.Noop(ctx, f.Pool, consumer, ev)
+	}
+	key, err := blob.Key(t.TenantID.String(), t.ID.String(), "output", "video.mp4")
+	if err != nil {
+		return outcome.Permanent("asset.bad_key", err)
+	}
+	obj, err := f.Blob.Stat(ctx, key)
+	if err != nil || obj.SHA256 == "" {
+		if err != nil && !errors.Is(err, blob.ErrNotFound) {
+			return fmt.Errorf("look for an earlier upload: %w", err)
+		}
+		obj, err = f.download(ctx, t, key)
+		if errors.Is(err, errExpired) {
+			return f.fail(ctx, ev, consumer, t, "provider.output_expired",
+				"the provider's output expired before it could be stored; the generation was not repeated")
+		}
+		if err != nil {
+			return err
+		}
+	}
+	sum, err := hex.DecodeString(obj.SHA256)
+	if err != nil || len(sum) != 32 {
+		return fmt.Errorf("stored object %s has no usable sha256 (%q)", key, obj.SHA256)
+	}
+	o := task.FromEnvelope(Name, ev)
+	_, err = inbox.Do(ctx, f.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		cur, err := task.Lock(ctx, tx, t.ID)
+		if err != nil {
+			return "", err
+		}
+		if cur.Status != task.Fetching {
+			return inbox.StaleNoop, nil
+		}
+		assetID := uuid.Must(uuid.NewV7())
+		err = tx.QueryRow(ctx, `INSERT INTO assets (asset_id, tenant_id, task_id, kind, object_key, checksum_sha256, size_bytes, content_type)
+			VALUES ($1, $2, $3, 'SOURCE', $4, $5, $6, $7)
+			ON CONFLICT (task_id) WHERE kind = 'SOURCE' AND task_id IS NOT NULL
+			DO UPDATE SET checksum_sha256 = excluded.checksum_sha256, size_bytes = excluded.size_bytes
+			RETURNING asset_id`, assetID, cur.TenantID, cur.ID, key, sum, obj.Size, contentType(obj)).Scan(&assetID)
+		if err != nil {
+			return "", fmt.Errorf("record output asset: %w", err)
+		}
+		probe, err := o.Event(cur, catalog.EventPostprocess, catalog.AssetPostprocess, catalog.TagProbe,
+			task.Postprocess{TaskID: cur.ID, AssetID: assetID, Step: catalog.TagProbe}, time.Time{})
+		if err != nil {
+			return "", err
+		}
+		_, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.MediaProcessing, Reason: "output stored", Events: []outbox.Event{probe}})
+		return inbox.Applied, err
+	})
+	return err
+}
+
+var errExpired = errors.New("output expired")
+
+// download streams the job's output into key. It asks the provider for the
+// job first: output URLs are short-lived, the job's current one is freshest.
+func (f *fetcher) download(ctx context.Context, t task.Task, key string) (blob.Object, error) {
+	for try := 0; ; try++ {
+		getCtx, cancel := context.WithTimeout(ctx, f.Timeout)
+		job, err := f.Provider.Get(getCtx, t.ProviderJobID)
+		cancel()
+		if err != nil {
+			return blob.Object{}, classify(err)
+		}
+		out, err := f.Provider.Download(ctx, job)
+		if provider.ClassOf(err) == provider.ClassOutputExpired {
+			if try == 0 {
+				continue
+			}
+			return blob.Object{}, errExpired
+		}
+		if err != nil {
+			return blob.Object{}, classify(err)
+		}
+		obj, err := f.Blob.Put(ctx, key, out.Body, &blob.PutOpts{ContentType: "video/mp4", Size: max(out.ContentLength, 0)})
+		out.Body.Close()
+		if err != nil {
+			return blob.Object{}, fmt.Errorf("store output: %w", err)
+		}
+		return obj, nil
+	}
+}
+
+// classify marks a provider failure during the fetch as retryable: the
+// adapter backs off, and a job that stays unreachable ends in the dead-letter
+// topic, where an operator sees it, rather than failing a paid generation on
+// one bad answer.
+func classify(err error) error {
+	return outcome.Retryable("provider."+string(provider.ClassOf(err)), err)
+}
+
+func (f *fetcher) fail(ctx context.Context, ev envelope.Envelope, consumer string, t task.Task, code, msg string) error {
+	o := task.FromEnvelope(Name, ev)
+	_, err := inbox.Do(ctx, f.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		cur, err := task.Lock(ctx, tx, t.ID)
+		if err != nil {
+			return "", err
+		}
+		if cur.Status != task.Fetching {
+			return inbox.StaleNoop, nil
+		}
+		return inbox.Applied, task.Fail(ctx, tx, o, cur, code, msg)
+	})
+	return err
+}
+
+func contentType(o blob.Object) string {
+	if o.ContentType == "" {
+		return "video/mp4"
+	}
+	return o.ContentType
+}

@@ -1,0 +1,262 @@
+// Package poll is the poll stage: it follows a PROVIDER_RUNNING task's
+// remote job until it ends, from delayed generation.poll.due events and
+// from verified provider callbacks.
+//
+// # Polls without a database write per poll
+//
+// A poll chain is one delayed event at a time. Each poll message carries
+// the poll_at it was scheduled for, and the task's next_poll_at names the
+// one live chain: a message whose poll_at differs is stale and does
+// nothing, so a duplicate or a reconciler's extra poll cannot fork the
+// chain. Moving to the next poll is an unversioned compare-and-set of
+// next_poll_at plus the next delayed event; the task's version and timeline
+// change only when the job ends. Progress between polls lives in Redis.
+//
+// Intervals grow with the job's age (a quarter of it, between
+// POLL_FIRST_DELAY and POLL_MAX_INTERVAL), so a long job costs few
+// messages; a callback usually ends the chain before that.
+package poll
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/inbox"
+	"github.com/aivedio/pipeline/shared/live"
+	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/outcome"
+	"github.com/aivedio/pipeline/shared/provider"
+	"github.com/aivedio/pipeline/shared/slots"
+	"github.com/aivedio/pipeline/shared/task"
+)
+
+// Name is the stage's name.
+const Name = "poll"
+
+// earlyTolerance is how much earlier than its poll_at a message may arrive
+// and still count as due: broker timers are not exact.
+const earlyTolerance = time.Second
+
+// Params are what the stage needs.
+type Params struct {
+	Pool     *pgxpool.Pool
+	Provider provider.Client
+	Redis    redis.UniversalClient // live progress; nil: none
+	Slots    *slots.Limiter        // nil: no concurrency limits
+	Journey  config.Journey
+	Timeout  time.Duration // bound of one provider call
+	Logger   *slog.Logger
+}
+
+type poller struct{ Params }
+
+// New returns the poll function.
+func New(p Params) *stage.Function {
+	if p.Logger == nil {
+		p.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &poller{Params: p}
+	return stage.New(stage.Params{Name: Name, EventTypes: []string{catalog.EventPollDue, catalog.EventCallbackReceived}, Work: s.work, Logger: p.Logger})
+}
+
+func (s *poller) work(ctx context.Context, ev envelope.Envelope) error {
+	if ev.EventType == catalog.EventCallbackReceived {
+		return s.callback(ctx, ev)
+	}
+	due, err := stage.Decode[task.PollDue](ev)
+	if err != nil {
+		return err
+	}
+	if err := errors.Join(stage.Require("task_id", due.TaskID), stage.Require("attempt_id", due.AttemptID)); err != nil {
+		return err
+	}
+	consumer := catalog.GroupPoll.Name
+	t, err := s.read(ctx, ev, due.TaskID)
+	if err != nil {
+		return err
+	}
+	if t.Status != task.ProviderRunning || t.NextPollAt == nil || !t.NextPollAt.Equal(due.PollAt) {
+		return stage.Noop(ctx, s.Pool, consumer, ev)
+	}
+	if wait := time.Until(due.PollAt); wait > earlyTolerance {
+		// Delivered early: put the same poll back at its time rather than
+		// polling early or losing the chain.
+		return s.reschedule(ctx, ev, consumer, t, due, due.PollAt)
+	}
+	job, err := s.get(ctx, t.ProviderJobID)
+	return s.apply(ctx, ev, consumer, t, due, job, err)
+}
+
+// callback applies a verified provider callback: the same path as a poll,
+// without touching the poll chain.
+func (s *poller) callback(ctx context.Context, ev envelope.Envelope) error {
+	cb, err := stage.Decode[task.CallbackReceived](ev)
+	if err != nil {
+		return err
+	}
+	consumer := catalog.GroupCallback.Name
+	taskID, err := uuid.Parse(ev.AggregateID)
+	if err != nil {
+		return outcome.Permanentf("payload.invalid", "callback event aggregate_id %q is not a task id", ev.AggregateID)
+	}
+	t, err := s.read(ctx, ev, taskID)
+	if err != nil {
+		return err
+	}
+	if t.Status != task.ProviderRunning || t.Provider != cb.Provider || t.ProviderJobID != cb.ProviderJobID {
+		return stage.Noop(ctx, s.Pool, consumer, ev)
+	}
+	// The callback only says something happened; the job's state is read
+	// from the provider, which is the authority.
+	job, err := s.get(ctx, t.ProviderJobID)
+	if err != nil || !job.Status.Terminal() {
+		// Not over yet (or the provider is unreachable): the poll chain
+		// carries on as scheduled.
+		return stage.Noop(ctx, s.Pool, consumer, ev)
+	}
+	return s.apply(ctx, ev, consumer, t, task.PollDue{TaskID: t.ID}, job, nil)
+}
+
+func (s *poller) read(ctx context.Context, ev envelope.Envelope, id uuid.UUID) (task.Task, error) {
+	t, err := task.Get(ctx, s.Pool, id)
+	if errors.Is(err, task.ErrNotFound) {
+		return task.Task{}, outcome.Permanentf("task.not_found", "task %s does not exist", id)
+	}
+	if err != nil {
+		return task.Task{}, err
+	}
+	return t, stage.CheckTenant(ev, t.TenantID)
+}
+
+func (s *poller) get(ctx context.Context, jobID string) (provider.Job, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
+	defer cancel()
+	return s.Provider.Get(ctx, jobID)
+}
+
+// apply records what the provider said. due.PollAt is zero for callbacks.
+func (s *poller) apply(ctx context.Context, ev envelope.Envelope, consumer string, t task.Task, due task.PollDue, job provider.Job, getErr error) error {
+	o := task.FromEnvelope(Name, ev)
+	log := s.Logger.With(slog.String("task_id", t.ID.String()), slog.String("event_id", ev.EventID))
+	switch class := provider.ClassOf(getErr); {
+	case getErr == nil && job.Status == provider.StatusSucceeded:
+		return s.end(ctx, ev, consumer, t, log, func(tx pgx.Tx, cur task.Task) error {
+			if err := setAttempt(ctx, tx, cur.ID, cur.ProviderJobID, "SUCCEEDED", "", ""); err != nil {
+				return err
+			}
+			fetch, err := o.Event(cur, catalog.EventFetchRequested, catalog.AssetFetch, "", task.FetchRequested{TaskID: cur.ID, AttemptID: due.AttemptID}, time.Time{})
+			if err != nil {
+				return err
+			}
+			_, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.Fetching, Reason: "provider job succeeded",
+				Set: task.Fields{Progress: task.Ptr(100)}, Events: []outbox.Event{fetch}})
+			return err
+		})
+	case getErr == nil && (job.Status == provider.StatusFailed || job.Status == provider.StatusCanceled):
+		return s.end(ctx, ev, consumer, t, log, func(tx pgx.Tx, cur task.Task) error {
+			msg := "the provider's job " + string(job.Status)
+			if job.ErrorMessage != "" {
+				msg += ": " + job.ErrorMessage
+			}
+			if err := setAttempt(ctx, tx, cur.ID, cur.ProviderJobID, "FAILED", job.ErrorCode, msg); err != nil {
+				return err
+			}
+			return task.Fail(ctx, tx, o, cur, "provider.job_"+string(job.Status), msg)
+		})
+	case class == provider.ClassNotFound:
+		return s.end(ctx, ev, consumer, t, log, func(tx pgx.Tx, cur task.Task) error {
+			msg := "the provider no longer knows job " + cur.ProviderJobID
+			if err := setAttempt(ctx, tx, cur.ID, cur.ProviderJobID, "FAILED", string(class), msg); err != nil {
+				return err
+			}
+			return task.Fail(ctx, tx, o, cur, "provider.job_lost", msg)
+		})
+	}
+	if due.PollAt.IsZero() {
+		return stage.Noop(ctx, s.Pool, consumer, ev) // a callback for a job still running
+	}
+	now := time.Now()
+	if t.DeadlineAt != nil && now.After(*t.DeadlineAt) {
+		return s.end(ctx, ev, consumer, t, log, func(tx pgx.Tx, cur task.Task) error {
+			msg := fmt.Sprintf("the provider did not finish within GENERATION_MAX_WAIT (%s)", s.Journey.MaxWait)
+			if err := setAttempt(ctx, tx, cur.ID, cur.ProviderJobID, "FAILED", "max_wait", msg); err != nil {
+				return err
+			}
+			return task.Fail(ctx, tx, o, cur, "provider.max_wait_exceeded", msg)
+		})
+	}
+	if getErr == nil && s.Redis != nil {
+		if err := live.SetProgress(ctx, s.Redis, t.ID, job.Progress, s.Journey.PollMax*3); err != nil {
+			log.WarnContext(ctx, "progress not recorded", slog.String("error", err.Error()))
+		}
+	}
+	if getErr != nil {
+		log.WarnContext(ctx, "poll failed; polling again later", slog.String("provider_class", string(provider.ClassOf(getErr))), slog.String("error", getErr.Error()))
+	}
+	interval := min(max(now.Sub(t.UpdatedAt)/4, s.Journey.PollFirst), s.Journey.PollMax)
+	interval = max(interval, provider.RetryAfterOf(getErr))
+	return s.reschedule(ctx, ev, consumer, t, due, now.Add(interval))
+}
+
+// reschedule moves the chain to its next poll: compare-and-set of
+// next_poll_at (no version bump) plus the next delayed event.
+func (s *poller) reschedule(ctx context.Context, ev envelope.Envelope, consumer string, t task.Task, due task.PollDue, at time.Time) error {
+	o := task.FromEnvelope(Name, ev)
+	at = at.UTC().Truncate(time.Microsecond)
+	_, err := inbox.Do(ctx, s.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		tag, err := tx.Exec(ctx, `UPDATE generation_tasks SET next_poll_at = $3 WHERE task_id = $1 AND status = 'PROVIDER_RUNNING' AND next_poll_at = $2`,
+			t.ID, due.PollAt, at)
+		if err != nil {
+			return "", fmt.Errorf("move poll chain: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return inbox.StaleNoop, nil
+		}
+		next, err := o.Event(t, catalog.EventPollDue, catalog.GenerationPollDelay, "", task.PollDue{TaskID: t.ID, AttemptID: due.AttemptID, PollAt: at}, at)
+		if err != nil {
+			return "", err
+		}
+		return inbox.Applied, outbox.Write(ctx, tx, next)
+	})
+	return err
+}
+
+// end applies a job's end in the inbox-protected transaction, then frees
+// the task's slots.
+func (s *poller) end(ctx context.Context, ev envelope.Envelope, consumer string, t task.Task, log *slog.Logger, fn func(tx pgx.Tx, cur task.Task) error) error {
+	out, err := inbox.Do(ctx, s.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		cur, err := task.Lock(ctx, tx, t.ID)
+		if err != nil {
+			return "", err
+		}
+		if cur.Status != task.ProviderRunning || cur.ProviderJobID != t.ProviderJobID {
+			return inbox.StaleNoop, nil
+		}
+		return inbox.Applied, fn(tx, cur)
+	})
+	if err == nil && !out.Duplicate && out.Result == inbox.Applied {
+		stage.ReleaseSlots(ctx, s.Slots, stage.GenerationSlots(t, t.Provider, s.Journey), log)
+	}
+	return err
+}
+
+func setAttempt(ctx context.Context, tx pgx.Tx, taskID uuid.UUID, jobID, status, code, msg string) error {
+	_, err := tx.Exec(ctx, `UPDATE task_attempts SET status = $3, error_code = nullif($4, ''), error_message = nullif($5, ''), updated_at = now()
+		WHERE task_id = $1 AND provider_job_id = $2`, taskID, jobID, status, code, msg)
+	if err != nil {
+		return fmt.Errorf("update attempt: %w", err)
+	}
+	return nil
+}

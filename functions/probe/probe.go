@@ -1,0 +1,180 @@
+// Package probe is the probe stage: ffprobe on a task's stored output,
+// its duration, codecs, resolution and bitrate recorded on the asset, and
+// the derivative steps requested.
+//
+// ffprobe reads the object through a short-lived presigned URL, so nothing
+// is copied to local disk. An output that is not a playable video fails the
+// task with that reason (the reservation is released); a probe that could
+// not run (timeout, storage unreachable) is retried.
+package probe
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/blob"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/inbox"
+	"github.com/aivedio/pipeline/shared/media"
+	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/outcome"
+	"github.com/aivedio/pipeline/shared/task"
+)
+
+// Name is the stage's name.
+const Name = "probe"
+
+// urlTTL bounds the presigned URL ffprobe reads through.
+const urlTTL = 15 * time.Minute
+
+// Params are what the stage needs.
+type Params struct {
+	Pool   *pgxpool.Pool
+	Blob   *blob.Store
+	Media  *media.Tool
+	Logger *slog.Logger
+}
+
+type prober struct{ Params }
+
+// New returns the probe function.
+func New(p Params) *stage.Function {
+	if p.Logger == nil {
+		p.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &prober{Params: p}
+	return stage.New(stage.Params{Name: Name, EventTypes: []string{catalog.EventPostprocess}, Work: s.work, Logger: p.Logger})
+}
+
+func (s *prober) work(ctx context.Context, ev envelope.Envelope) error {
+	req, err := stage.Decode[task.Postprocess](ev)
+	if err != nil {
+		return err
+	}
+	if req.Step != catalog.TagProbe {
+		return outcome.Permanentf("payload.invalid", "the probe stage handles step %s, not %q", catalog.TagProbe, req.Step)
+	}
+	if err := errors.Join(stage.Require("task_id", req.TaskID), stage.Require("asset_id", req.AssetID)); err != nil {
+		return err
+	}
+	consumer := catalog.GroupProbe.Name
+	t, err := task.Get(ctx, s.Pool, req.TaskID)
+	if errors.Is(err, task.ErrNotFound) {
+		return outcome.Permanentf("task.not_found", "task %s does not exist", req.TaskID)
+	}
+	if err != nil {
+		return err
+	}
+	if err := stage.CheckTenant(ev, t.TenantID); err != nil {
+		return err
+	}
+	if t.Status != task.MediaProcessing {
+		return stage.Noop(ctx, s.Pool, consumer, ev)
+	}
+	asset, err := stage.ReadAsset(ctx, s.Pool, t.ID, req.AssetID)
+	if err != nil {
+		return err
+	}
+	o := task.FromEnvelope(Name, ev)
+
+	var probe *media.Probe
+	if !asset.Probed {
+		url, err := s.Blob.PresignGet(ctx, asset.ObjectKey, urlTTL)
+		if err != nil {
+			return fmt.Errorf("presign output: %w", err)
+		}
+		p, err := s.Media.Probe(ctx, url)
+		if reason := notAVideo(p, err); reason != "" {
+			return s.fail(ctx, ev, consumer, o, t, reason)
+		}
+		if err != nil {
+			return outcome.Retryable("media.probe_failed", err)
+		}
+		probe = &p
+	}
+	_, err = inbox.Do(ctx, s.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		cur, err := task.Lock(ctx, tx, t.ID)
+		if err != nil {
+			return "", err
+		}
+		if cur.Status != task.MediaProcessing {
+			return inbox.StaleNoop, nil
+		}
+		if probe != nil {
+			if err := record(ctx, tx, asset, *probe); err != nil {
+				return "", err
+			}
+		}
+		a, err := stage.ReadAsset(ctx, tx, t.ID, req.AssetID)
+		if err != nil {
+			return "", err
+		}
+		var events []outbox.Event
+		for _, step := range stage.DerivativeSteps(a.HasAudio) {
+			e, err := o.Event(cur, catalog.EventPostprocess, catalog.AssetPostprocess, step,
+				task.Postprocess{TaskID: cur.ID, AssetID: a.ID, Step: step}, time.Time{})
+			if err != nil {
+				return "", err
+			}
+			events = append(events, e)
+		}
+		return inbox.Applied, outbox.Write(ctx, tx, events...)
+	})
+	return err
+}
+
+// notAVideo says why a probe shows the output cannot be a video, or "" when
+// it can (or the probe failed for a reason that may pass).
+func notAVideo(p media.Probe, err error) string {
+	var exit *media.ExitError
+	switch {
+	case errors.Is(err, media.ErrNoMediaStreams), errors.Is(err, media.ErrInvalidProbe):
+		return "the provider's output is not a playable video: " + err.Error()
+	case errors.As(err, &exit) && exit.ExitCode > 0:
+		return "the provider's output is not a playable video: " + err.Error()
+	case err == nil && p.Video == nil:
+		return "the provider's output has no video stream"
+	}
+	return ""
+}
+
+func record(ctx context.Context, tx pgx.Tx, a stage.Asset, p media.Probe) error {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("encode probe: %w", err)
+	}
+	var audio *string
+	if p.Audio != nil {
+		audio = &p.Audio.Codec
+	}
+	_, err = tx.Exec(ctx, `UPDATE assets SET duration_ms = $2, width = $3, height = $4, video_codec = $5, audio_codec = $6, bitrate = $7, probe = $8
+		WHERE asset_id = $1 AND probe IS NULL`,
+		a.ID, p.Duration.Milliseconds(), p.Video.Width, p.Video.Height, p.Video.Codec, audio, p.BitRate, raw)
+	if err != nil {
+		return fmt.Errorf("record probe of asset %s: %w", a.ID, err)
+	}
+	return nil
+}
+
+func (s *prober) fail(ctx context.Context, ev envelope.Envelope, consumer string, o task.Origin, t task.Task, reason string) error {
+	_, err := inbox.Do(ctx, s.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		cur, err := task.Lock(ctx, tx, t.ID)
+		if err != nil {
+			return "", err
+		}
+		if cur.Status != task.MediaProcessing {
+			return inbox.StaleNoop, nil
+		}
+		return inbox.Applied, task.Fail(ctx, tx, o, cur, "media.not_a_video", reason)
+	})
+	return err
+}

@@ -1,0 +1,160 @@
+// Package reconcile is the reconcile stage. This first part settles
+// submits whose answer was lost: the task is RECONCILING and its attempt
+// SUBMIT_UNKNOWN, so the provider may or may not have a job.
+//
+// The provider is asked for a job made with the attempt's client request
+// id. Found: its id is recorded and the task runs (PROVIDER_RUNNING, first
+// poll). Confirmed absent: the task goes back to SUBMITTING with the same
+// attempt, so the resubmit carries the same idempotency key and cannot
+// start a second job even if the lookup was wrong. Unanswered: the lookup
+// is tried again later, RECONCILE_MAX_ROUNDS times, and then the task
+// NEEDS_ATTENTION: resubmitting blind could pay twice.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/inbox"
+	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/outcome"
+	"github.com/aivedio/pipeline/shared/provider"
+	"github.com/aivedio/pipeline/shared/slots"
+	"github.com/aivedio/pipeline/shared/task"
+)
+
+// Name is the stage's name.
+const Name = "reconcile"
+
+// lookBack widens the provider lookup's time window below the attempt's
+// start, for clock skew between us and the provider.
+const lookBack = 5 * time.Minute
+
+// Params are what the stage needs.
+type Params struct {
+	Pool     *pgxpool.Pool
+	Provider provider.Client
+	Slots    *slots.Limiter
+	Journey  config.Journey
+	Timeout  time.Duration
+	Logger   *slog.Logger
+}
+
+type reconciler struct{ Params }
+
+// New returns the reconcile function.
+func New(p Params) *stage.Function {
+	if p.Logger == nil {
+		p.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &reconciler{Params: p}
+	return stage.New(stage.Params{Name: Name, EventTypes: []string{catalog.EventReconcileDue}, Work: r.work, Logger: p.Logger})
+}
+
+func (r *reconciler) work(ctx context.Context, ev envelope.Envelope) error {
+	due, err := stage.Decode[task.ReconcileDue](ev)
+	if err != nil {
+		return err
+	}
+	if err := errors.Join(stage.Require("task_id", due.TaskID), stage.Require("attempt_id", due.AttemptID)); err != nil {
+		return err
+	}
+	consumer := catalog.GroupReconcile.Name
+	t, err := task.Get(ctx, r.Pool, due.TaskID)
+	if errors.Is(err, task.ErrNotFound) {
+		return outcome.Permanentf("task.not_found", "task %s does not exist", due.TaskID)
+	}
+	if err != nil {
+		return err
+	}
+	if err := stage.CheckTenant(ev, t.TenantID); err != nil {
+		return err
+	}
+	if t.Status != task.Reconciling {
+		return stage.Noop(ctx, r.Pool, consumer, ev)
+	}
+	var clientRequestID string
+	var startedAt time.Time
+	err = r.Pool.QueryRow(ctx, `SELECT client_request_id, coalesce(request_started_at, created_at) FROM task_attempts
+		WHERE attempt_id = $1 AND task_id = $2 AND status = 'SUBMIT_UNKNOWN'`, due.AttemptID, t.ID).Scan(&clientRequestID, &startedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return stage.Noop(ctx, r.Pool, consumer, ev)
+	}
+	if err != nil {
+		return fmt.Errorf("read attempt: %w", err)
+	}
+	findCtx, cancel := context.WithTimeout(ctx, r.Timeout)
+	job, findErr := r.Provider.FindByClientRequestID(findCtx, clientRequestID, startedAt.Add(-lookBack))
+	cancel()
+
+	o := task.FromEnvelope(Name, ev)
+	log := r.Logger.With(slog.String("task_id", t.ID.String()), slog.String("event_id", ev.EventID))
+	var gaveUp bool
+	_, err = inbox.Do(ctx, r.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		gaveUp = false
+		cur, err := task.Lock(ctx, tx, t.ID)
+		if err != nil {
+			return "", err
+		}
+		if cur.Status != task.Reconciling {
+			return inbox.StaleNoop, nil
+		}
+		now := time.Now()
+		switch provider.ClassOf(findErr) {
+		case "":
+			if _, err := tx.Exec(ctx, `UPDATE task_attempts SET status = 'ACCEPTED', provider_job_id = $2, updated_at = now() WHERE attempt_id = $1`,
+				due.AttemptID, job.ID); err != nil {
+				return "", fmt.Errorf("record found job: %w", err)
+			}
+			pollAt := now.Add(r.Journey.PollFirst).UTC().Truncate(time.Microsecond)
+			poll, err := o.Event(cur, catalog.EventPollDue, catalog.GenerationPollDelay, "", task.PollDue{TaskID: cur.ID, AttemptID: due.AttemptID, PollAt: pollAt}, pollAt)
+			if err != nil {
+				return "", err
+			}
+			_, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.ProviderRunning, Reason: "lost submit found at the provider",
+				Set:    task.Fields{ProviderJobID: task.Ptr(job.ID), NextPollAt: &pollAt, DeadlineAt: task.Ptr(now.Add(r.Journey.MaxWait))},
+				Events: []outbox.Event{poll}})
+			return inbox.Applied, err
+		case provider.ClassNotFound:
+			if _, err := tx.Exec(ctx, `UPDATE task_attempts SET status = 'SUBMITTING', updated_at = now() WHERE attempt_id = $1`, due.AttemptID); err != nil {
+				return "", fmt.Errorf("reopen attempt: %w", err)
+			}
+			resubmit, err := o.Event(cur, catalog.EventSubmitRequested, catalog.GenerationSubmit, "", task.SubmitRequested{TaskID: cur.ID, Version: cur.Version + 1}, time.Time{})
+			if err != nil {
+				return "", err
+			}
+			_, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.Submitting, Reason: "provider has no job for the lost submit; resubmitting with the same key",
+				Events: []outbox.Event{resubmit}})
+			return inbox.Applied, err
+		}
+		if due.Round+1 >= r.Journey.ReconcileRounds {
+			gaveUp = true
+			msg := fmt.Sprintf("could not learn whether the provider accepted the submit after %d lookups (last: %v); resubmitting could pay twice, so a person decides",
+				due.Round+1, findErr)
+			_, err := task.Apply(ctx, tx, o, cur, task.Transition{To: task.NeedsAttention, Reason: "submit outcome unknown",
+				Set: task.Fields{ErrorCode: task.Ptr("reconcile.submit_unknown"), ErrorMessage: &msg}})
+			return inbox.Applied, err
+		}
+		next := due
+		next.Round++
+		again, err := o.Event(cur, catalog.EventReconcileDue, catalog.ReconcileDelay, "", next, now.Add(r.Journey.ReconcileAfter))
+		if err != nil {
+			return "", err
+		}
+		return inbox.Applied, outbox.Write(ctx, tx, again)
+	})
+	if err == nil && gaveUp {
+		stage.ReleaseSlots(ctx, r.Slots, stage.GenerationSlots(t, t.Provider, r.Journey), log)
+	}
+	return err
+}

@@ -1,0 +1,87 @@
+// Package settle is the settle stage: a task that ended is charged or
+// refunded, once.
+//
+// SUCCEEDED (and CANCELED_WITH_OUTPUT) captures the task's reservation into
+// credit_ledger under the reservation's unique business key; FAILED and
+// CANCELED release it. The decision is read from the task's state, not the
+// message, so a late or repeated settle message cannot change the outcome,
+// and the reservation leaves HELD exactly once.
+package settle
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/billing"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/inbox"
+	"github.com/aivedio/pipeline/shared/outcome"
+	"github.com/aivedio/pipeline/shared/task"
+)
+
+// Name is the stage's name.
+const Name = "settle"
+
+// Params are what the stage needs.
+type Params struct {
+	Pool   *pgxpool.Pool
+	Logger *slog.Logger
+}
+
+// New returns the settle function.
+func New(p Params) *stage.Function {
+	if p.Logger == nil {
+		p.Logger = slog.New(slog.DiscardHandler)
+	}
+	work := func(ctx context.Context, ev envelope.Envelope) error {
+		req, err := stage.Decode[task.SettleRequested](ev)
+		if err != nil {
+			return err
+		}
+		if err := stage.Require("task_id", req.TaskID); err != nil {
+			return err
+		}
+		_, err = inbox.Do(ctx, p.Pool, catalog.GroupSettle.Name, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+			t, err := task.Lock(ctx, tx, req.TaskID)
+			if errors.Is(err, task.ErrNotFound) {
+				return "", outcome.Permanentf("task.not_found", "task %s does not exist", req.TaskID)
+			}
+			if err != nil {
+				return "", err
+			}
+			if err := stage.CheckTenant(ev, t.TenantID); err != nil {
+				return "", err
+			}
+			if !t.Status.Terminal() || t.Status == task.NeedsAttention {
+				// Not over, or waiting for a person: the settle that counts
+				// comes with the final transition.
+				return inbox.StaleNoop, nil
+			}
+			var s billing.Settlement
+			if t.Status.Charged() {
+				s, err = billing.Capture(ctx, tx, t.ID)
+			} else {
+				s, err = billing.Release(ctx, tx, t.ID)
+			}
+			if errors.Is(err, billing.ErrNoReservation) {
+				return "", outcome.Permanent("billing.no_reservation", err)
+			}
+			if err != nil {
+				return "", err
+			}
+			if !s.Changed {
+				return inbox.StaleNoop, nil
+			}
+			p.Logger.InfoContext(ctx, "settled", slog.String("task_id", t.ID.String()), slog.String("reservation", s.Status), slog.Int64("amount", s.Amount))
+			return inbox.Applied, nil
+		})
+		return err
+	}
+	return stage.New(stage.Params{Name: Name, EventTypes: []string{catalog.EventSettleRequested}, Work: work, Logger: p.Logger})
+}

@@ -1,0 +1,58 @@
+package stage
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/slots"
+	"github.com/aivedio/pipeline/shared/task"
+)
+
+// GenerationSlots are the concurrency slots one running provider job holds:
+// one per tenant, model and provider, leased to the task so that any stage
+// can release them and a crash frees them when the lease ends.
+func GenerationSlots(t task.Task, providerName string, j config.Journey) slots.AcquireParams {
+	return slots.AcquireParams{
+		Scopes: []slots.Scope{
+			{Name: "tenant:" + t.TenantID.String(), Limit: j.SlotsPerTenant},
+			{Name: "model:" + t.Model, Limit: j.SlotsPerModel},
+			{Name: "provider:" + providerName, Limit: j.SlotsPerProv},
+		},
+		Holder: t.ID.String(),
+		TTL:    j.SlotLease,
+	}
+}
+
+// ReleaseSlots frees a task's slots after its provider job ended. It runs
+// after the commit and outlives the caller's cancellation; a failure only
+// delays the slot until its lease ends, so it is logged, not returned.
+func ReleaseSlots(ctx context.Context, l *slots.Limiter, p slots.AcquireParams, log *slog.Logger) {
+	if l == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	names := make([]string, len(p.Scopes))
+	for i, s := range p.Scopes {
+		names[i] = s.Name
+	}
+	if err := l.Release(ctx, slots.Lease{Holder: p.Holder, Scopes: names, TTL: p.TTL}); err != nil {
+		log.WarnContext(ctx, "release slots failed; they free themselves when the lease ends",
+			slog.String("task_id", p.Holder), slog.String("error", err.Error()))
+	}
+}
+
+// Backoff is the wait before retry number n (0-based): exponential from
+// base, capped at most, jittered over its upper half by rand (in [0,1)), and
+// never shorter than floor (a provider's Retry-After).
+func Backoff(n int, base, most, floor time.Duration, rand float64) time.Duration {
+	d := base
+	for i := 0; i < n && d < most; i++ {
+		d *= 2
+	}
+	d = min(d, most)
+	d = d/2 + time.Duration(rand*float64(d/2))
+	return max(d, floor)
+}

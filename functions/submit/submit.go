@@ -1,0 +1,329 @@
+// Package submit is the submit stage: it hands a QUEUED or WAITING_RETRY
+// task to its provider exactly once.
+//
+// # How a submit stays single
+//
+// The attempt (task_attempts, with a stable provider idempotency key) is
+// committed before the provider is called, and the call happens outside any
+// transaction. A delivery that finds the task already SUBMITTING resumes
+// that attempt with the same key instead of making a new one, so a crash
+// between the call and the recording, a duplicate delivery, or a retry
+// after a 429 all reach the same remote job. The answer is recorded in the
+// inbox-protected transaction:
+//
+//   - accepted: PROVIDER_RUNNING and the first delayed poll;
+//   - 429 / unavailable / no free slot: WAITING_RETRY with next_retry_at and
+//     a delayed resubmit (a business wait, not a failure), the same attempt
+//     kept for the retry;
+//   - rejected: FAILED, and the reservation released;
+//   - answer lost (timeout): the attempt is SUBMIT_UNKNOWN, the task
+//     RECONCILING, and a delayed task.reconcile.due looks for the job
+//     before anything is submitted again.
+package submit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/inbox"
+	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/outcome"
+	"github.com/aivedio/pipeline/shared/provider"
+	"github.com/aivedio/pipeline/shared/slots"
+	"github.com/aivedio/pipeline/shared/task"
+)
+
+// Name is the stage's name.
+const Name = "submit"
+
+// Params are what the stage needs.
+type Params struct {
+	Pool     *pgxpool.Pool
+	Provider provider.Client
+	Slots    *slots.Limiter // nil: no concurrency limits
+	Journey  config.Journey
+	// Timeout bounds one provider call; past it the answer counts as lost.
+	Timeout     time.Duration
+	CallbackURL string
+	Logger      *slog.Logger
+}
+
+type submitter struct {
+	Params
+	consumer string
+}
+
+// New returns the submit function.
+func New(p Params) *stage.Function {
+	if p.Logger == nil {
+		p.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &submitter{Params: p, consumer: catalog.GroupSubmit.Name}
+	return stage.New(stage.Params{Name: Name, EventTypes: []string{catalog.EventSubmitRequested}, Work: s.work, Logger: p.Logger})
+}
+
+// attempt is the task_attempts row being submitted.
+type attempt struct {
+	ID              uuid.UUID
+	No              int
+	IdempotencyKey  string
+	ClientRequestID string
+}
+
+func (s *submitter) work(ctx context.Context, ev envelope.Envelope) error {
+	req, err := stage.Decode[task.SubmitRequested](ev)
+	if err != nil {
+		return err
+	}
+	if err := stage.Require("task_id", req.TaskID); err != nil {
+		return err
+	}
+	origin := task.FromEnvelope(Name, ev)
+	log := s.Logger.With(slog.String("task_id", req.TaskID.String()), slog.String("event_id", ev.EventID))
+
+	t, a, err := s.begin(ctx, ev, origin, req.TaskID)
+	if err != nil || a == nil {
+		return err
+	}
+	job, callErr := s.call(ctx, t, *a)
+	log.InfoContext(ctx, "provider submit", slog.Int("attempt", a.No), slog.String("provider_class", string(provider.ClassOf(callErr))))
+	return s.record(ctx, ev, origin, t.ID, *a, job, callErr, log)
+}
+
+// begin takes the task to SUBMITTING with an attempt committed, or finds
+// the attempt an earlier delivery committed. A nil attempt means the work
+// is done without calling the provider (stale event, or no free slot).
+func (s *submitter) begin(ctx context.Context, ev envelope.Envelope, o task.Origin, id uuid.UUID) (task.Task, *attempt, error) {
+	for range 3 {
+		t, err := task.Get(ctx, s.Pool, id)
+		if errors.Is(err, task.ErrNotFound) {
+			return task.Task{}, nil, outcome.Permanentf("task.not_found", "task %s does not exist", id)
+		}
+		if err != nil {
+			return task.Task{}, nil, err
+		}
+		if err := stage.CheckTenant(ev, t.TenantID); err != nil {
+			return task.Task{}, nil, err
+		}
+		switch t.Status {
+		case task.Submitting:
+			a, err := openAttempt(ctx, s.Pool, t.ID)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return t, nil, stage.Noop(ctx, s.Pool, s.consumer, ev)
+			}
+			return t, &a, err
+		case task.Queued, task.WaitingRetry:
+		default:
+			return t, nil, stage.Noop(ctx, s.Pool, s.consumer, ev)
+		}
+		if t.Status == task.WaitingRetry && t.NextRetryAt != nil && time.Until(*t.NextRetryAt) > time.Second {
+			// An early or duplicate wake-up: the delayed resubmit that set
+			// next_retry_at is still on its way.
+			return t, nil, stage.Noop(ctx, s.Pool, s.consumer, ev)
+		}
+		if s.Slots != nil {
+			if _, err := s.Slots.Acquire(ctx, stage.GenerationSlots(t, s.Provider.Name(), s.Journey)); errors.Is(err, slots.ErrNoSlot) {
+				return t, nil, s.wait(ctx, ev, o, t, "no free slot: "+err.Error(), 0)
+			} else if err != nil {
+				return task.Task{}, nil, fmt.Errorf("acquire slots: %w", err)
+			}
+		}
+		var a attempt
+		err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+			// A WAITING_RETRY task keeps its attempt: the retry must reach
+			// the same remote job if the refused call created one after all.
+			open, err := openAttempt(ctx, tx, t.ID)
+			if errors.Is(err, pgx.ErrNoRows) {
+				open, err = newAttempt(ctx, tx, t, s.Provider.Name())
+			}
+			if err != nil {
+				return err
+			}
+			a = open
+			_, err = task.Apply(ctx, tx, o, t, task.Transition{To: task.Submitting, Reason: fmt.Sprintf("attempt %d", a.No),
+				Set: task.Fields{Provider: task.Ptr(s.Provider.Name()), ClearNextRetryAt: true}})
+			return err
+		})
+		if errors.Is(err, task.ErrStale) {
+			continue // another delivery moved it: look again
+		}
+		if err != nil {
+			return task.Task{}, nil, err
+		}
+		return t, &a, nil
+	}
+	return task.Task{}, nil, outcome.Retryable("task.contended", fmt.Errorf("task %s kept changing under the submit", id))
+}
+
+func openAttempt(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, taskID uuid.UUID) (attempt, error) {
+	var a attempt
+	err := q.QueryRow(ctx, `SELECT attempt_id, attempt_no, provider_idempotency_key, client_request_id FROM task_attempts
+		WHERE task_id = $1 AND status = 'SUBMITTING' ORDER BY attempt_no DESC LIMIT 1`, taskID).
+		Scan(&a.ID, &a.No, &a.IdempotencyKey, &a.ClientRequestID)
+	return a, err
+}
+
+func newAttempt(ctx context.Context, tx pgx.Tx, t task.Task, providerName string) (attempt, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return attempt{}, err
+	}
+	a := attempt{ID: id, ClientRequestID: id.String()}
+	err = tx.QueryRow(ctx, `INSERT INTO task_attempts (attempt_id, task_id, attempt_no, provider, model, provider_idempotency_key, client_request_id, request_started_at)
+		SELECT $1, $2, coalesce(max(attempt_no), 0) + 1, $3, $4, $2::text || '-' || (coalesce(max(attempt_no), 0) + 1), $5, now()
+		FROM task_attempts WHERE task_id = $2
+		RETURNING attempt_no, provider_idempotency_key`, id, t.ID, providerName, t.Model, a.ClientRequestID).Scan(&a.No, &a.IdempotencyKey)
+	if err != nil {
+		return attempt{}, fmt.Errorf("create attempt: %w", err)
+	}
+	return a, nil
+}
+
+func (s *submitter) call(ctx context.Context, t task.Task, a attempt) (provider.Job, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
+	defer cancel()
+	job, err := s.Provider.Submit(ctx, provider.SubmitRequest{
+		IdempotencyKey: a.IdempotencyKey, ClientRequestID: a.ClientRequestID,
+		Model: t.Model, Prompt: t.Prompt, DurationSeconds: t.DurationSeconds, Resolution: t.Resolution,
+		CallbackURL: s.CallbackURL,
+	})
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = &provider.Error{Class: provider.ClassTimeoutUnknown, Message: "no answer within " + s.Timeout.String(), Err: err}
+	}
+	return job, err
+}
+
+// record stores the provider's answer in the inbox-protected transaction.
+func (s *submitter) record(ctx context.Context, ev envelope.Envelope, o task.Origin, id uuid.UUID, a attempt, job provider.Job, callErr error, log *slog.Logger) error {
+	var release bool
+	var t task.Task
+	_, err := inbox.Do(ctx, s.Pool, s.consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		release = false
+		var err error
+		t, err = task.Lock(ctx, tx, id)
+		if err != nil {
+			return "", err
+		}
+		if t.Status != task.Submitting {
+			return inbox.StaleNoop, nil
+		}
+		now := time.Now()
+		class := provider.ClassOf(callErr)
+		switch class {
+		case "":
+			if job.ID == "" {
+				return "", outcome.Retryable("provider.malformed", errors.New("provider accepted the submit without a job id"))
+			}
+			if err := markAttempt(ctx, tx, a.ID, "ACCEPTED", job.ID, nil); err != nil {
+				return "", err
+			}
+			pollAt := now.Add(s.Journey.PollFirst).UTC().Truncate(time.Microsecond)
+			poll, err := o.Event(t, catalog.EventPollDue, catalog.GenerationPollDelay, "", task.PollDue{TaskID: t.ID, AttemptID: a.ID, PollAt: pollAt}, pollAt)
+			if err != nil {
+				return "", err
+			}
+			_, err = task.Apply(ctx, tx, o, t, task.Transition{To: task.ProviderRunning, Reason: "provider accepted",
+				Set:    task.Fields{ProviderJobID: task.Ptr(job.ID), NextPollAt: &pollAt, DeadlineAt: task.Ptr(now.Add(s.Journey.MaxWait))},
+				Events: []outbox.Event{poll}})
+			return inbox.Applied, err
+		case provider.ClassRateLimited, provider.ClassUnavailable, provider.ClassMalformed:
+			release = true
+			if err := noteAttemptError(ctx, tx, a.ID, callErr); err != nil {
+				return "", err
+			}
+			return s.waitTx(ctx, tx, o, t, "provider "+string(class), provider.RetryAfterOf(callErr))
+		case provider.ClassTimeoutUnknown:
+			if err := markAttempt(ctx, tx, a.ID, "SUBMIT_UNKNOWN", "", callErr); err != nil {
+				return "", err
+			}
+			due, err := o.Event(t, catalog.EventReconcileDue, catalog.ReconcileDelay, "",
+				task.ReconcileDue{TaskID: t.ID, AttemptID: a.ID, Reason: "submit answer lost"}, now.Add(s.Journey.ReconcileAfter))
+			if err != nil {
+				return "", err
+			}
+			_, err = task.Apply(ctx, tx, o, t, task.Transition{To: task.Reconciling, Reason: "submit answer lost", Events: []outbox.Event{due}})
+			return inbox.Applied, err
+		default: // rejected, not found: the provider will not run this request
+			release = true
+			if err := markAttempt(ctx, tx, a.ID, "REJECTED", "", callErr); err != nil {
+				return "", err
+			}
+			return inbox.Applied, task.Fail(ctx, tx, o, t, "provider.rejected", "the provider refused the request: "+callErr.Error())
+		}
+	})
+	if err == nil && release {
+		stage.ReleaseSlots(ctx, s.Slots, stage.GenerationSlots(t, s.Provider.Name(), s.Journey), log)
+	}
+	return err
+}
+
+// wait records a business wait outside any other work: WAITING_RETRY and a
+// delayed resubmit, in the inbox-protected transaction.
+func (s *submitter) wait(ctx context.Context, ev envelope.Envelope, o task.Origin, t task.Task, reason string, floor time.Duration) error {
+	_, err := inbox.Do(ctx, s.Pool, s.consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		cur, err := task.Lock(ctx, tx, t.ID)
+		if err != nil {
+			return "", err
+		}
+		if cur.Status != task.Queued && cur.Status != task.WaitingRetry {
+			return inbox.StaleNoop, nil
+		}
+		return s.waitTx(ctx, tx, o, cur, reason, floor)
+	})
+	return err
+}
+
+func (s *submitter) waitTx(ctx context.Context, tx pgx.Tx, o task.Origin, t task.Task, reason string, floor time.Duration) (inbox.Result, error) {
+	var retries int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM task_events WHERE task_id = $1 AND to_status = 'WAITING_RETRY'`, t.ID).Scan(&retries); err != nil {
+		return "", fmt.Errorf("count retries: %w", err)
+	}
+	if retries >= s.Journey.MaxRetries {
+		return inbox.Applied, task.Fail(ctx, tx, o, t, "submit.retries_exhausted",
+			fmt.Sprintf("gave up after %d submit retries; last reason: %s", retries, reason))
+	}
+	at := time.Now().Add(stage.Backoff(retries, s.Journey.RetryBase, s.Journey.RetryMax, floor, rand.Float64())).UTC().Truncate(time.Microsecond)
+	resubmit, err := o.Event(t, catalog.EventSubmitRequested, catalog.GenerationSubmitDelay, "", task.SubmitRequested{TaskID: t.ID, Version: t.Version + 1}, at)
+	if err != nil {
+		return "", err
+	}
+	_, err = task.Apply(ctx, tx, o, t, task.Transition{To: task.WaitingRetry, Reason: reason,
+		Set: task.Fields{NextRetryAt: &at}, Events: []outbox.Event{resubmit}})
+	return inbox.Applied, err
+}
+
+func markAttempt(ctx context.Context, tx pgx.Tx, id uuid.UUID, status, jobID string, cause error) error {
+	var code, msg *string
+	if cause != nil {
+		code, msg = task.Ptr(string(provider.ClassOf(cause))), task.Ptr(cause.Error())
+	}
+	_, err := tx.Exec(ctx, `UPDATE task_attempts SET status = $2, provider_job_id = coalesce(nullif($3, ''), provider_job_id),
+		error_code = $4, error_message = $5, response_at = now(), updated_at = now() WHERE attempt_id = $1`, id, status, jobID, code, msg)
+	if err != nil {
+		return fmt.Errorf("update attempt: %w", err)
+	}
+	return nil
+}
+
+func noteAttemptError(ctx context.Context, tx pgx.Tx, id uuid.UUID, cause error) error {
+	_, err := tx.Exec(ctx, `UPDATE task_attempts SET error_code = $2, error_message = $3, response_at = now(), updated_at = now()
+		WHERE attempt_id = $1`, id, string(provider.ClassOf(cause)), cause.Error())
+	if err != nil {
+		return fmt.Errorf("update attempt: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,199 @@
+// Package transcode is the transcode stage: one derivative of a task's
+// output per event (an H.264 proxy of at most 720p, a JPEG thumbnail, a
+// waveform PNG), each stored with its checksum as an asset of its own.
+//
+// The derivative that completes the set moves the task to SUCCEEDED and
+// asks billing to capture. The three run concurrently; each locks the task
+// row before counting, so exactly one of them sees the set complete.
+// ffmpeg runs before that transaction, never inside it, reading the source
+// through a presigned URL and writing to a temporary directory.
+package transcode
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/blob"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/inbox"
+	"github.com/aivedio/pipeline/shared/media"
+	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/outcome"
+	"github.com/aivedio/pipeline/shared/task"
+)
+
+// Name is the stage's name.
+const Name = "transcode"
+
+const urlTTL = 30 * time.Minute
+
+// Params are what the stage needs.
+type Params struct {
+	Pool   *pgxpool.Pool
+	Blob   *blob.Store
+	Media  *media.Tool
+	TmpDir string // where ffmpeg writes; os.TempDir() when empty
+	Logger *slog.Logger
+}
+
+// derivative is how one step is made and stored.
+type derivative struct {
+	kind        string // assets.kind
+	file        string
+	contentType string
+	make        func(t *media.Tool, ctx context.Context, in, out string) error
+}
+
+var derivatives = map[string]derivative{
+	catalog.TagTranscodeProxy: {"PROXY", "proxy.mp4", "video/mp4", (*media.Tool).ProxyH264},
+	catalog.TagThumbnail: {"THUMBNAIL", "thumbnail.jpg", "image/jpeg", func(t *media.Tool, ctx context.Context, in, out string) error {
+		return t.Thumbnail(ctx, in, out, time.Second)
+	}},
+	catalog.TagWaveform: {"WAVEFORM", "waveform.png", "image/png", (*media.Tool).Waveform},
+}
+
+type transcoder struct{ Params }
+
+// New returns the transcode function.
+func New(p Params) *stage.Function {
+	if p.Logger == nil {
+		p.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &transcoder{Params: p}
+	return stage.New(stage.Params{Name: Name, EventTypes: []string{catalog.EventPostprocess}, Work: s.work, Logger: p.Logger})
+}
+
+func (s *transcoder) work(ctx context.Context, ev envelope.Envelope) error {
+	req, err := stage.Decode[task.Postprocess](ev)
+	if err != nil {
+		return err
+	}
+	d, ok := derivatives[req.Step]
+	if !ok {
+		return outcome.Permanentf("payload.invalid", "the transcode stage makes %s, %s and %s, not %q",
+			catalog.TagTranscodeProxy, catalog.TagThumbnail, catalog.TagWaveform, req.Step)
+	}
+	if err := errors.Join(stage.Require("task_id", req.TaskID), stage.Require("asset_id", req.AssetID)); err != nil {
+		return err
+	}
+	consumer := catalog.GroupTranscode.Name
+	t, err := task.Get(ctx, s.Pool, req.TaskID)
+	if errors.Is(err, task.ErrNotFound) {
+		return outcome.Permanentf("task.not_found", "task %s does not exist", req.TaskID)
+	}
+	if err != nil {
+		return err
+	}
+	if err := stage.CheckTenant(ev, t.TenantID); err != nil {
+		return err
+	}
+	if t.Status != task.MediaProcessing {
+		return stage.Noop(ctx, s.Pool, consumer, ev)
+	}
+	source, err := stage.ReadAsset(ctx, s.Pool, t.ID, req.AssetID)
+	if err != nil {
+		return err
+	}
+	var exists bool
+	if err := s.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM assets WHERE source_asset_id = $1 AND kind = $2)`, source.ID, d.kind).Scan(&exists); err != nil {
+		return fmt.Errorf("look for derivative: %w", err)
+	}
+	var obj blob.Object
+	if !exists {
+		if obj, err = s.make(ctx, t, source, d); err != nil {
+			return err
+		}
+	}
+	o := task.FromEnvelope(Name, ev)
+	_, err = inbox.Do(ctx, s.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		cur, err := task.Lock(ctx, tx, t.ID)
+		if err != nil {
+			return "", err
+		}
+		if cur.Status != task.MediaProcessing {
+			return inbox.StaleNoop, nil
+		}
+		if !exists {
+			sum, err := hex.DecodeString(obj.SHA256)
+			if err != nil || len(sum) != 32 {
+				return "", fmt.Errorf("stored %s has no usable sha256", obj.Key)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO assets (asset_id, tenant_id, task_id, source_asset_id, kind, object_key, checksum_sha256, size_bytes, content_type)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (source_asset_id, kind) DO NOTHING`,
+				uuid.Must(uuid.NewV7()), cur.TenantID, cur.ID, source.ID, d.kind, obj.Key, sum, obj.Size, d.contentType); err != nil {
+				return "", fmt.Errorf("record %s: %w", strings.ToLower(d.kind), err)
+			}
+		}
+		rows, err := tx.Query(ctx, `SELECT kind FROM assets WHERE source_asset_id = $1`, source.ID)
+		if err != nil {
+			return "", fmt.Errorf("list derivatives: %w", err)
+		}
+		have, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return "", fmt.Errorf("list derivatives: %w", err)
+		}
+		for _, step := range stage.DerivativeSteps(source.HasAudio) {
+			if !slices.Contains(have, derivatives[step].kind) {
+				return inbox.Applied, nil // another step is still running
+			}
+		}
+		settle, err := o.Event(cur, catalog.EventSettleRequested, catalog.BillingSettle, "", task.SettleRequested{TaskID: cur.ID, Status: task.Succeeded}, time.Time{})
+		if err != nil {
+			return "", err
+		}
+		_, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.Succeeded, Reason: "every derivative stored",
+			Set: task.Fields{Progress: task.Ptr(100)}, Events: []outbox.Event{settle}})
+		return inbox.Applied, err
+	})
+	return err
+}
+
+// make runs ffmpeg for one derivative and stores the result under the
+// task's deterministic key.
+func (s *transcoder) make(ctx context.Context, t task.Task, source stage.Asset, d derivative) (blob.Object, error) {
+	url, err := s.Blob.PresignGet(ctx, source.ObjectKey, urlTTL)
+	if err != nil {
+		return blob.Object{}, fmt.Errorf("presign source: %w", err)
+	}
+	dir, err := os.MkdirTemp(s.TmpDir, "transcode-*")
+	if err != nil {
+		return blob.Object{}, fmt.Errorf("make work directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	out := filepath.Join(dir, d.file)
+	if err := d.make(s.Media, ctx, url, out); err != nil {
+		return blob.Object{}, outcome.Retryable("media."+strings.ToLower(d.kind)+"_failed", err)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		return blob.Object{}, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return blob.Object{}, err
+	}
+	key, err := blob.Key(t.TenantID.String(), t.ID.String(), strings.ToLower(d.kind), d.file)
+	if err != nil {
+		return blob.Object{}, outcome.Permanent("asset.bad_key", err)
+	}
+	obj, err := s.Blob.Put(ctx, key, f, &blob.PutOpts{ContentType: d.contentType, Size: info.Size()})
+	if err != nil {
+		return blob.Object{}, fmt.Errorf("store %s: %w", strings.ToLower(d.kind), err)
+	}
+	return obj, nil
+}

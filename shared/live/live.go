@@ -1,0 +1,97 @@
+// Package live carries what clients watch while a task runs, through Redis:
+// the state changes the notify stage pushes to server-sent-event
+// subscribers, and the progress the poll stage records between polls.
+//
+// Both are best effort by design. Redis pub/sub delivers to whoever listens
+// now and drops the rest, so a slow or absent subscriber never slows the
+// chain; PostgreSQL keeps the facts (task_events), and a client that missed
+// something reads the task. A change can arrive twice (the notify stage
+// runs at least once): each carries its task version so clients drop
+// repeats.
+package live
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// KeyPrefix starts every key and channel this package uses.
+const KeyPrefix = "aivedio:live:"
+
+// Change is one state change as subscribers see it.
+type Change struct {
+	EventID   string    `json:"event_id"`
+	TaskID    uuid.UUID `json:"task_id"`
+	TenantID  uuid.UUID `json:"tenant_id"`
+	From      string    `json:"from,omitempty"`
+	To        string    `json:"to"`
+	Version   int64     `json:"version"`
+	Progress  int       `json:"progress"`
+	ErrorCode string    `json:"error_code,omitempty"`
+	At        time.Time `json:"at"`
+}
+
+// Channel is the pub/sub channel of one tenant's changes.
+func Channel(tenantID uuid.UUID) string { return KeyPrefix + "tenant:" + tenantID.String() }
+
+// Publish sends c to the tenant's current subscribers and returns how many
+// received it.
+func Publish(ctx context.Context, rdb redis.UniversalClient, c Change) (int64, error) {
+	data, err := json.Marshal(c)
+	if err != nil {
+		return 0, fmt.Errorf("encode change: %w", err)
+	}
+	n, err := rdb.Publish(ctx, Channel(c.TenantID), data).Result()
+	if err != nil {
+		return 0, fmt.Errorf("publish change of task %s: %w", c.TaskID, err)
+	}
+	return n, nil
+}
+
+// Subscribe listens to one tenant's changes; the caller closes the PubSub.
+func Subscribe(ctx context.Context, rdb redis.UniversalClient, tenantID uuid.UUID) *redis.PubSub {
+	return rdb.Subscribe(ctx, Channel(tenantID))
+}
+
+// Decode reads a published change.
+func Decode(payload string) (Change, error) {
+	var c Change
+	if err := json.Unmarshal([]byte(payload), &c); err != nil {
+		return Change{}, fmt.Errorf("decode change: %w", err)
+	}
+	return c, nil
+}
+
+func progressKey(taskID uuid.UUID) string { return KeyPrefix + "progress:" + taskID.String() }
+
+// SetProgress records a running task's progress (0..100) for ttl, instead
+// of a database write per poll.
+func SetProgress(ctx context.Context, rdb redis.UniversalClient, taskID uuid.UUID, percent int, ttl time.Duration) error {
+	percent = max(0, min(100, percent))
+	if err := rdb.Set(ctx, progressKey(taskID), percent, ttl).Err(); err != nil {
+		return fmt.Errorf("record progress of task %s: %w", taskID, err)
+	}
+	return nil
+}
+
+// Progress returns a task's live progress, if one is recorded.
+func Progress(ctx context.Context, rdb redis.UniversalClient, taskID uuid.UUID) (int, bool, error) {
+	v, err := rdb.Get(ctx, progressKey(taskID)).Result()
+	if err == redis.Nil {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read progress of task %s: %w", taskID, err)
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, false, fmt.Errorf("read progress of task %s: %q is not a number", taskID, v)
+	}
+	return n, true, nil
+}
