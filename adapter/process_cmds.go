@@ -131,24 +131,15 @@ func runSource(ctx context.Context, args []string) error {
 	return serve(ctx, cfg.Ops, reg, pool.Ping, s.Run)
 }
 
-// openConsumers opens one consumer per subscription of the group: a simple
-// consumer polls its topics in turn and would wait out an empty one's long
-// poll before reading the next.
+// openConsumers opens the group's consumers on the proxy.
 func openConsumers(cfg config.RocketMQ, g catalog.Group) ([]mq.Consumer, error) {
-	var out []mq.Consumer
-	for _, sub := range g.Subscriptions {
-		c, err := rocketmq.NewConsumer(cfg, rocketmq.ConsumerParams{
-			Group:   g.BrokerName(),
-			Filters: map[string]string{sub.Topic.BrokerName(): sub.FilterExpression()},
-			Await:   20 * time.Second,
-		})
-		if err != nil {
-			for _, opened := range out {
-				_ = opened.(*rocketmq.Consumer).Close()
-			}
-			return nil, err
-		}
-		out = append(out, c)
+	opened, err := rocketmq.OpenGroup(cfg, g, 20*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]mq.Consumer, len(opened))
+	for i, c := range opened {
+		out[i] = c
 	}
 	return out, nil
 }

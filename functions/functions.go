@@ -9,14 +9,47 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/aivedio/pipeline/functions/fetch"
+	"github.com/aivedio/pipeline/functions/notify"
+	"github.com/aivedio/pipeline/functions/poll"
+	"github.com/aivedio/pipeline/functions/probe"
+	"github.com/aivedio/pipeline/functions/reconcile"
+	"github.com/aivedio/pipeline/functions/settle"
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/functions/submit"
+	"github.com/aivedio/pipeline/functions/transcode"
+	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/media"
+	"github.com/aivedio/pipeline/shared/provider"
+	"github.com/aivedio/pipeline/shared/slots"
 )
 
-// Deps are what a stage may need to run. Fields are added as stages land.
+// Deps are the resources the stages share. A stage uses the ones it needs;
+// [Open] makes all of them from a configuration.
 type Deps struct {
-	Logger *slog.Logger
+	Logger   *slog.Logger
+	Pool     *pgxpool.Pool
+	Redis    redis.UniversalClient
+	Slots    *slots.Limiter
+	Blob     *blob.Store
+	Media    *media.Tool
+	Provider provider.Client
+	Journey  config.Journey
+	// ProviderTimeout bounds one provider API call.
+	ProviderTimeout time.Duration
+	// CallbackURL is where the provider sends completion callbacks; empty
+	// means poll only.
+	CallbackURL string
+	// TmpDir is where media stages write ffmpeg outputs; the system's when
+	// empty.
+	TmpDir string
 }
 
 // Constructor builds one stage's function.
@@ -25,7 +58,35 @@ type Constructor func(ctx context.Context, deps Deps) (*stage.Function, error)
 // constructors holds the stages whose handlers exist. A catalog stage
 // missing here is refused at start-up with a clear error instead of being
 // served by a placeholder.
-var constructors = map[string]Constructor{}
+var constructors = map[string]Constructor{
+	submit.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
+		return submit.New(submit.Params{Pool: d.Pool, Provider: d.Provider, Slots: d.Slots, Journey: d.Journey,
+			Timeout: d.ProviderTimeout, CallbackURL: d.CallbackURL, Logger: d.Logger}), nil
+	},
+	poll.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
+		return poll.New(poll.Params{Pool: d.Pool, Provider: d.Provider, Redis: d.Redis, Slots: d.Slots, Journey: d.Journey,
+			Timeout: d.ProviderTimeout, Logger: d.Logger}), nil
+	},
+	fetch.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
+		return fetch.New(fetch.Params{Pool: d.Pool, Provider: d.Provider, Blob: d.Blob, Timeout: d.ProviderTimeout, Logger: d.Logger}), nil
+	},
+	probe.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
+		return probe.New(probe.Params{Pool: d.Pool, Blob: d.Blob, Media: d.Media, Logger: d.Logger}), nil
+	},
+	transcode.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
+		return transcode.New(transcode.Params{Pool: d.Pool, Blob: d.Blob, Media: d.Media, TmpDir: d.TmpDir, Logger: d.Logger}), nil
+	},
+	settle.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
+		return settle.New(settle.Params{Pool: d.Pool, Logger: d.Logger}), nil
+	},
+	notify.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
+		return notify.New(notify.Params{Redis: d.Redis, Logger: d.Logger}), nil
+	},
+	reconcile.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
+		return reconcile.New(reconcile.Params{Pool: d.Pool, Provider: d.Provider, Slots: d.Slots, Journey: d.Journey,
+			Timeout: d.ProviderTimeout, Logger: d.Logger}), nil
+	},
+}
 
 // New builds the function of the named stage.
 func New(ctx context.Context, name string, deps Deps) (*stage.Function, error) {
@@ -36,5 +97,19 @@ func New(ctx context.Context, name string, deps Deps) (*stage.Function, error) {
 	if !ok {
 		return nil, fmt.Errorf("stage %q has no handler in this build yet", name)
 	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
 	return build(ctx, deps)
+}
+
+// Built lists the stages this build has handlers for, in catalog order.
+func Built() []string {
+	var out []string
+	for _, s := range catalog.Stages() {
+		if _, ok := constructors[s]; ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }

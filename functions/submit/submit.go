@@ -184,8 +184,8 @@ func newAttempt(ctx context.Context, tx pgx.Tx, t task.Task, providerName string
 	}
 	a := attempt{ID: id, ClientRequestID: id.String()}
 	err = tx.QueryRow(ctx, `INSERT INTO task_attempts (attempt_id, task_id, attempt_no, provider, model, provider_idempotency_key, client_request_id, request_started_at)
-		SELECT $1, $2, coalesce(max(attempt_no), 0) + 1, $3, $4, $2::text || '-' || (coalesce(max(attempt_no), 0) + 1), $5, now()
-		FROM task_attempts WHERE task_id = $2
+		SELECT $1, $2::uuid, coalesce(max(attempt_no), 0) + 1, $3, $4, $2::uuid::text || '-' || (coalesce(max(attempt_no), 0) + 1), $5, now()
+		FROM task_attempts WHERE task_id = $2::uuid
 		RETURNING attempt_no, provider_idempotency_key`, id, t.ID, providerName, t.Model, a.ClientRequestID).Scan(&a.No, &a.IdempotencyKey)
 	if err != nil {
 		return attempt{}, fmt.Errorf("create attempt: %w", err)

@@ -24,6 +24,7 @@ import (
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
 	"github.com/aivedio/pipeline/adapter/mq"
+	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
 )
 
@@ -311,3 +312,25 @@ func (c *Consumer) ChangeInvisibleDuration(_ context.Context, msg *mq.Received, 
 
 // Close stops the consumer.
 func (c *Consumer) Close() error { return c.current().GracefulStop() }
+
+// OpenGroup opens one consumer per subscription of g: a simple consumer
+// polls its topics in turn and would wait out an empty one's long poll
+// before reading the next. On error nothing stays open.
+func OpenGroup(cfg config.RocketMQ, g catalog.Group, await time.Duration) ([]*Consumer, error) {
+	var out []*Consumer
+	for _, sub := range g.Subscriptions {
+		c, err := NewConsumer(cfg, ConsumerParams{
+			Group:   g.BrokerName(),
+			Filters: map[string]string{sub.Topic.BrokerName(): sub.FilterExpression()},
+			Await:   await,
+		})
+		if err != nil {
+			for _, opened := range out {
+				_ = opened.Close()
+			}
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}

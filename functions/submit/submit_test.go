@@ -1,0 +1,200 @@
+package submit_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/functions/submit"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/provider"
+	"github.com/aivedio/pipeline/shared/task"
+	"github.com/aivedio/pipeline/shared/tenant"
+)
+
+// fakeProvider answers Submit with the scripted result and records the
+// idempotency keys it was called with.
+type fakeProvider struct {
+	provider.Client
+	mu     sync.Mutex
+	answer func(n int) (provider.Job, error)
+	keys   []string
+}
+
+func (f *fakeProvider) Name() string { return "fake" }
+
+func (f *fakeProvider) Submit(_ context.Context, req provider.SubmitRequest) (provider.Job, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.keys = append(f.keys, req.IdempotencyKey)
+	return f.answer(len(f.keys))
+}
+
+type testBundle struct {
+	pool *pgxpool.Pool
+	fake *fakeProvider
+	fn   *stage.Function
+	task task.Task
+}
+
+var journey = config.Journey{PollFirst: 5 * time.Second, PollMax: time.Minute, MaxWait: time.Hour, RetryBase: time.Second,
+	RetryMax: time.Minute, MaxRetries: 3, ReconcileAfter: 20 * time.Second, ReconcileRounds: 3,
+	SlotsPerTenant: 1, SlotsPerModel: 1, SlotsPerProv: 1, SlotLease: time.Hour}
+
+func setup(t *testing.T, answer func(n int) (provider.Job, error)) *testBundle {
+	t.Helper()
+	b := &testBundle{pool: dbtest.TestSchema(t), fake: &fakeProvider{answer: answer}}
+	require.NoError(t, pgx.BeginFunc(t.Context(), b.pool, func(tx pgx.Tx) error {
+		c, err := tenant.Create(t.Context(), tx, tenant.NewTenant{Name: "acme", Credits: 100}, tenant.RoleTenant)
+		if err != nil {
+			return err
+		}
+		hash := sha256.Sum256([]byte("p"))
+		b.task, _, err = task.Create(t.Context(), tx, task.Origin{Producer: "api"}, task.New{TenantID: c.TenantID, IdempotencyKey: "k",
+			RequestHash: hash[:], Model: "m", Prompt: "a cat", DurationSeconds: 2, Resolution: "640x360"},
+			func(task.Task) ([]outbox.Event, error) { return nil, nil })
+		return err
+	}))
+	b.fn = submit.New(submit.Params{Pool: b.pool, Provider: b.fake, Journey: journey, Timeout: time.Second})
+	return b
+}
+
+// deliver hands the function a submit event for the task, as the adapter
+// would, and returns its result.
+func (b *testBundle) deliver(t *testing.T, eventID string) error {
+	t.Helper()
+	env, err := envelope.New(envelope.NewParams{EventID: eventID, EventType: catalog.EventSubmitRequested, Producer: "api",
+		AggregateType: task.AggregateType, AggregateID: b.task.ID.String(), TenantID: b.task.TenantID.String(),
+		Payload: task.SubmitRequested{TaskID: b.task.ID, Version: 1}})
+	require.NoError(t, err)
+	ce, err := env.ToCloudEvent()
+	require.NoError(t, err)
+	_, err = b.fn.Handle(t.Context(), ce)
+	return err
+}
+
+func (b *testBundle) reload(t *testing.T) task.Task {
+	t.Helper()
+	got, err := task.Get(t.Context(), b.pool, b.task.ID)
+	require.NoError(t, err)
+	return got
+}
+
+func (b *testBundle) pending(t *testing.T, eventType string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT count(*) FROM outbox_events WHERE event_type = $1`, eventType).Scan(&n))
+	return n
+}
+
+func accepted(int) (provider.Job, error) { return provider.Job{ID: "job-1", Status: provider.StatusQueued}, nil }
+
+func TestAcceptedRunsAndSchedulesThePoll(t *testing.T) {
+	t.Parallel()
+	b := setup(t, accepted)
+	id := uuid.NewString()
+	require.NoError(t, b.deliver(t, id))
+	got := b.reload(t)
+	require.Equal(t, task.ProviderRunning, got.Status)
+	require.Equal(t, "job-1", got.ProviderJobID)
+	require.NotNil(t, got.NextPollAt)
+	require.Equal(t, 1, b.pending(t, catalog.EventPollDue))
+
+	// The same event again is a duplicate: no second call, no second poll.
+	require.NoError(t, b.deliver(t, id))
+	require.Len(t, b.fake.keys, 1)
+	require.Equal(t, 1, b.pending(t, catalog.EventPollDue))
+}
+
+func TestRateLimitedWaitsAndRetriesWithTheSameKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(n int) (provider.Job, error) {
+		if n == 1 {
+			return provider.Job{}, &provider.Error{Class: provider.ClassRateLimited, StatusCode: http.StatusTooManyRequests, RetryAfter: 7 * time.Second}
+		}
+		return accepted(n)
+	})
+	require.NoError(t, b.deliver(t, uuid.NewString()), "a 429 is a business wait, not a failure")
+	got := b.reload(t)
+	require.Equal(t, task.WaitingRetry, got.Status)
+	require.NotNil(t, got.NextRetryAt)
+	require.GreaterOrEqual(t, time.Until(*got.NextRetryAt), 6*time.Second, "Retry-After is honoured")
+	require.Equal(t, 1, b.pending(t, catalog.EventSubmitRequested))
+
+	// The delayed resubmit, once due.
+	_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET next_retry_at = now()`)
+	require.NoError(t, err)
+	require.NoError(t, b.deliver(t, uuid.NewString()))
+	require.Equal(t, task.ProviderRunning, b.reload(t).Status)
+	require.Len(t, b.fake.keys, 2)
+	require.Equal(t, b.fake.keys[0], b.fake.keys[1], "the retry reaches the same remote job")
+}
+
+func TestLostAnswerReconcilesInsteadOfResubmitting(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(int) (provider.Job, error) {
+		return provider.Job{}, &provider.Error{Class: provider.ClassTimeoutUnknown, Err: context.DeadlineExceeded}
+	})
+	require.NoError(t, b.deliver(t, uuid.NewString()))
+	require.Equal(t, task.Reconciling, b.reload(t).Status)
+	require.Equal(t, 1, b.pending(t, catalog.EventReconcileDue))
+	var status string
+	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT status FROM task_attempts`).Scan(&status))
+	require.Equal(t, "SUBMIT_UNKNOWN", status)
+}
+
+func TestRejectedFailsAndReleases(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(int) (provider.Job, error) {
+		return provider.Job{}, &provider.Error{Class: provider.ClassRejected, StatusCode: 422, Message: "prompt refused"}
+	})
+	require.NoError(t, b.deliver(t, uuid.NewString()))
+	got := b.reload(t)
+	require.Equal(t, task.Failed, got.Status)
+	require.Equal(t, "provider.rejected", got.ErrorCode)
+	require.Contains(t, got.ErrorMessage, "prompt refused")
+	require.Equal(t, 1, b.pending(t, catalog.EventSettleRequested))
+}
+
+func TestRetriesRunOut(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(int) (provider.Job, error) {
+		return provider.Job{}, &provider.Error{Class: provider.ClassUnavailable, StatusCode: 503}
+	})
+	for range journey.MaxRetries + 1 {
+		_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET next_retry_at = now()`)
+		require.NoError(t, err)
+		require.NoError(t, b.deliver(t, uuid.NewString()))
+	}
+	got := b.reload(t)
+	require.Equal(t, task.Failed, got.Status)
+	require.Equal(t, "submit.retries_exhausted", got.ErrorCode)
+}
+
+func TestAnotherTenantsEventIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, accepted)
+	env, err := envelope.New(envelope.NewParams{EventType: catalog.EventSubmitRequested, Producer: "api",
+		AggregateType: task.AggregateType, AggregateID: b.task.ID.String(), TenantID: uuid.NewString(),
+		Payload: task.SubmitRequested{TaskID: b.task.ID, Version: 1}})
+	require.NoError(t, err)
+	ce, err := env.ToCloudEvent()
+	require.NoError(t, err)
+	_, err = b.fn.Handle(t.Context(), ce)
+	require.ErrorContains(t, err, "belongs to another tenant")
+	require.Equal(t, task.Queued, b.reload(t).Status)
+	require.Empty(t, b.fake.keys)
+}

@@ -1,0 +1,92 @@
+package stack
+
+import (
+	"errors"
+	"time"
+
+	"github.com/aivedio/pipeline/adapter/mq"
+	"github.com/aivedio/pipeline/adapter/mq/memmq"
+	"github.com/aivedio/pipeline/adapter/mq/rocketmq"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/config"
+)
+
+// Emulator is the in-process broker with the catalog applied.
+type Emulator struct {
+	*memmq.Broker
+	Await time.Duration // long poll of a Receive; 2 s when zero
+}
+
+// NewEmulator returns an emulator broker with every catalog topic and group.
+func NewEmulator() *Emulator {
+	b := memmq.New(nil)
+	b.Apply(catalog.Topics(), catalog.Groups())
+	return &Emulator{Broker: b}
+}
+
+// Producer publishes to the emulator.
+func (e *Emulator) Producer() mq.Producer { return e.Broker.Producer() }
+
+// Consumers opens one emulator consumer per subscription of g.
+func (e *Emulator) Consumers(g catalog.Group) ([]mq.Consumer, error) {
+	await := e.Await
+	if await <= 0 {
+		await = 2 * time.Second
+	}
+	var out []mq.Consumer
+	for _, sub := range g.Subscriptions {
+		c, err := e.Broker.Consumer(g.BrokerName(), map[string]string{sub.Topic.BrokerName(): sub.FilterExpression()}, await)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// RocketMQ is a real RocketMQ 5 proxy. Close stops every client it opened.
+type RocketMQ struct {
+	cfg       config.RocketMQ
+	producer  *rocketmq.Producer
+	consumers []*rocketmq.Consumer
+}
+
+// NewRocketMQ starts a producer for every catalog topic. The topics and
+// groups must exist (`adapter topics apply`).
+func NewRocketMQ(cfg config.RocketMQ) (*RocketMQ, error) {
+	var topics []string
+	for _, t := range catalog.Topics() {
+		topics = append(topics, t.BrokerName())
+	}
+	p, err := rocketmq.NewProducer(cfg, topics...)
+	if err != nil {
+		return nil, err
+	}
+	return &RocketMQ{cfg: cfg, producer: p}, nil
+}
+
+// Producer publishes to the proxy.
+func (r *RocketMQ) Producer() mq.Producer { return r.producer }
+
+// Consumers opens the group's consumers on the proxy.
+func (r *RocketMQ) Consumers(g catalog.Group) ([]mq.Consumer, error) {
+	opened, err := rocketmq.OpenGroup(r.cfg, g, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	r.consumers = append(r.consumers, opened...)
+	out := make([]mq.Consumer, len(opened))
+	for i, c := range opened {
+		out[i] = c
+	}
+	return out, nil
+}
+
+// Close stops the producer and every consumer.
+func (r *RocketMQ) Close() error {
+	errs := []error{r.producer.Close()}
+	for _, c := range r.consumers {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,173 @@
+// Package stack runs the whole pipeline in one process, the way `go run
+// ./local` and the end-to-end tests need it: every stage function served
+// over real HTTP CloudEvents on a loopback port, a source adapter per
+// consumer group delivering to it, and the outbox relay, all on whichever
+// broker, database, Redis, object store and provider it is given.
+//
+// Nothing here is a shortcut around the production path: the functions,
+// adapters and relay are the same packages the deployed binaries run; only
+// the process boundaries are gone.
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	ceclient "github.com/cloudevents/sdk-go/v2/client"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+
+	"github.com/aivedio/pipeline/adapter/mq"
+	"github.com/aivedio/pipeline/adapter/relay"
+	"github.com/aivedio/pipeline/adapter/source"
+	"github.com/aivedio/pipeline/functions"
+	"github.com/aivedio/pipeline/shared/catalog"
+)
+
+// Broker opens the stack's producer and consumers.
+type Broker interface {
+	Producer() mq.Producer
+	// Consumers opens one consumer per subscription of g.
+	Consumers(g catalog.Group) ([]mq.Consumer, error)
+}
+
+// Params configures a Stack.
+type Params struct {
+	Deps   functions.Deps
+	Broker Broker
+	// Workers per consumer group; 8 when zero.
+	Workers int
+	// Invisible is the receive invisible duration; 30 s when zero (at
+	// least RocketMQ's 10 s).
+	Invisible time.Duration
+	// HandlerTimeout bounds one delivery; 20 s when zero.
+	HandlerTimeout time.Duration
+	// RetryMin is the first redelivery backoff; 10 s (RocketMQ's minimum)
+	// when zero. The emulator accepts shorter.
+	RetryMin time.Duration
+	Logger   *slog.Logger
+}
+
+// Stack is a running pipeline.
+type Stack struct {
+	p Params
+	// URLs maps each stage to the loopback URL its function serves on.
+	URLs map[string]string
+}
+
+// New checks p and fills defaults.
+func New(p Params) (*Stack, error) {
+	if p.Deps.Pool == nil || p.Broker == nil {
+		return nil, errors.New("stack: Deps.Pool and Broker are required")
+	}
+	if p.Workers <= 0 {
+		p.Workers = 8
+	}
+	if p.Invisible <= 0 {
+		p.Invisible = 30 * time.Second
+	}
+	if p.HandlerTimeout <= 0 {
+		p.HandlerTimeout = 20 * time.Second
+	}
+	if p.RetryMin <= 0 {
+		p.RetryMin = 10 * time.Second
+	}
+	if p.Logger == nil {
+		p.Logger = slog.New(slog.DiscardHandler)
+	}
+	if p.Deps.Logger == nil {
+		p.Deps.Logger = p.Logger
+	}
+	return &Stack{p: p, URLs: map[string]string{}}, nil
+}
+
+// Run serves every built stage, its adapters and the relay until ctx ends.
+// ready, when not nil, is called once every function listens.
+func (s *Stack) Run(ctx context.Context, ready func()) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	var servers []*http.Server
+	defer func() {
+		for _, srv := range servers {
+			shut, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = srv.Shutdown(shut)
+			done()
+		}
+		wg.Wait()
+	}()
+	fail := func(err error) {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			cancel(err)
+		}
+	}
+
+	for _, name := range functions.Built() {
+		fn, err := functions.New(ctx, name, s.p.Deps)
+		if err != nil {
+			return err
+		}
+		srv, url, err := serveFunction(ctx, fn.Handle)
+		if err != nil {
+			return fmt.Errorf("serve %s: %w", name, err)
+		}
+		servers = append(servers, srv)
+		s.URLs[name] = url
+	}
+	for _, g := range catalog.Groups() {
+		url, ok := s.URLs[g.Stage]
+		if !ok {
+			continue
+		}
+		consumers, err := s.p.Broker.Consumers(g)
+		if err != nil {
+			return fmt.Errorf("consumers of %s: %w", g.Name, err)
+		}
+		src := source.New(source.Params{
+			Group: g, Consumers: consumers, Quarantine: s.p.Deps.Pool,
+			Deliverer: source.NewHTTPDeliverer(url, s.p.Workers, s.p.HandlerTimeout/2),
+			Workers:   s.p.Workers, Invisible: s.p.Invisible, HandlerTimeout: s.p.HandlerTimeout,
+			RetryDelay: func(attempt int) time.Duration {
+				return min(s.p.RetryMin<<min(attempt-1, 6), 10*time.Minute)
+			},
+			Logger: s.p.Logger.With(slog.String("consumer_group", g.Name)),
+		})
+		wg.Go(func() { fail(src.Run(ctx)) })
+	}
+	r := relay.New(relay.Params{Pool: s.p.Deps.Pool, Producer: s.p.Broker.Producer(), Owner: "local-stack",
+		Poll: 500 * time.Millisecond, Logger: s.p.Logger.With(slog.String("component", "relay"))})
+	wg.Go(func() { fail(r.Run(ctx)) })
+	if ready != nil {
+		ready()
+	}
+	<-ctx.Done()
+	if err := context.Cause(ctx); !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// serveFunction serves handle as a CloudEvents HTTP receiver (binary and
+// structured mode) on a loopback port, as func-go does in a deployment.
+func serveFunction(ctx context.Context, handle any) (*http.Server, string, error) {
+	proto, err := cehttp.New()
+	if err != nil {
+		return nil, "", err
+	}
+	h, err := ceclient.NewHTTPReceiveHandler(ctx, proto, handle)
+	if err != nil {
+		return nil, "", err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return srv, "http://" + ln.Addr().String(), nil
+}
