@@ -100,7 +100,9 @@ func (b *testBundle) pending(t *testing.T, eventType string) int {
 	return n
 }
 
-func accepted(int) (provider.Job, error) { return provider.Job{ID: "job-1", Status: provider.StatusQueued}, nil }
+func accepted(int) (provider.Job, error) {
+	return provider.Job{ID: "job-1", Status: provider.StatusQueued}, nil
+}
 
 func TestAcceptedRunsAndSchedulesThePoll(t *testing.T) {
 	t.Parallel()
