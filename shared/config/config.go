@@ -219,6 +219,7 @@ type API struct {
 	MaxBodyBytes   int64         `envconfig:"API_MAX_BODY_BYTES" default:"65536" desc:"largest request body accepted; larger bodies get 413"`
 	MaxPromptChars int           `envconfig:"API_MAX_PROMPT_CHARS" default:"4000" desc:"longest prompt accepted, in characters"`
 	DownloadTTL    time.Duration `envconfig:"API_DOWNLOAD_URL_TTL" default:"15m" desc:"lifetime of the presigned download URLs the API hands out"`
+	Models         []string      `envconfig:"API_MODELS" default:"minimax/video-01,kwaivgi/kling-v2.1,luma/ray-2-720p,wan-video/wan-2.2-t2v-fast" desc:"comma-separated provider models a generation may ask for"`
 }
 
 // Validate reports the first unusable setting, naming its variable.
@@ -229,8 +230,11 @@ func (a API) Validate() error {
 	if a.MaxPromptChars < 1 {
 		return errors.New("API_MAX_PROMPT_CHARS must be at least 1")
 	}
-	if a.DownloadTTL < time.Minute || a.DownloadTTL > 7*24*time.Hour {
-		return errors.New("API_DOWNLOAD_URL_TTL must be between 1m and 168h (S3's presign limit)")
+	if len(a.Models) == 0 {
+		return errors.New("API_MODELS must name at least one model")
+	}
+	if a.DownloadTTL < time.Minute || a.DownloadTTL > time.Hour {
+		return errors.New("API_DOWNLOAD_URL_TTL must be between 1m and 1h: download links are meant to be short-lived")
 	}
 	return nil
 }
