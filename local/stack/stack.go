@@ -135,7 +135,7 @@ func (s *Stack) Run(ctx context.Context, ready func()) error {
 			RetryDelay: func(attempt int) time.Duration {
 				return min(s.p.RetryMin<<min(attempt-1, 6), 10*time.Minute)
 			},
-			Logger: s.p.Logger.With(slog.String("consumer_group", g.Name)),
+			Logger: s.p.Logger,
 		})
 		wg.Go(func() { fail(src.Run(ctx)) })
 	}

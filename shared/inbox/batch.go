@@ -56,6 +56,11 @@ func DoBatch(ctx context.Context, db TxBeginner, consumer string, evs []envelope
 	if err != nil {
 		return nil, nil, err
 	}
+	for i, out := range r.outs {
+		if r.errs[i] == nil {
+			count(out)
+		}
+	}
 	return r.outs, r.errs, nil
 }
 

@@ -62,7 +62,11 @@ func Do(ctx context.Context, db TxBeginner, consumer string, ev envelope.Envelop
 	if err != nil {
 		return Outcome{}, err
 	}
-	return retry(ctx, func() (Outcome, error) { return e.do(ctx, db, fn) })
+	out, err := retry(ctx, func() (Outcome, error) { return e.do(ctx, db, fn) })
+	if err == nil {
+		count(out)
+	}
+	return out, err
 }
 
 // do is one attempt of [Do].

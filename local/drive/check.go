@@ -1,0 +1,199 @@
+package drive
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aivedio/pipeline/shared/blob"
+)
+
+// Facts are where Check reads the truth.
+type Facts struct {
+	Pool *pgxpool.Pool
+	Blob *blob.Store
+	// JobsByKey is the simulator's count of remote jobs per idempotency key.
+	JobsByKey map[string]int
+	// SettleWait bounds the wait for settlements still in flight.
+	SettleWait time.Duration
+}
+
+// Report sums a run up.
+type Report struct {
+	ByStatus       map[string]int
+	Attempts       int
+	MaxJobsPerKey  int
+	CreditsCharged int64
+	Violations     []string
+}
+
+// Check verifies the invariants of a finished run:
+//
+//   - every task is terminal;
+//   - a SUCCEEDED task has its video, proxy, thumbnail and (with audio)
+//     waveform in object storage with the recorded size and checksum, and
+//     exactly one capture in credit_ledger;
+//   - a FAILED or CANCELED task has its reservation released and no capture;
+//   - the provider saw at most one remote job per attempt key;
+//   - the event stream delivered every state change of every task, in
+//     order (repeats allowed: clients drop them by version).
+func Check(ctx context.Context, f Facts, res Result) (Report, error) {
+	rep := Report{ByStatus: map[string]int{}}
+	violate := func(format string, args ...any) { rep.Violations = append(rep.Violations, fmt.Sprintf(format, args...)) }
+	if f.SettleWait <= 0 {
+		f.SettleWait = 30 * time.Second
+	}
+	if err := waitSettled(ctx, f.Pool, res.Tasks, f.SettleWait); err != nil {
+		violate("%v", err)
+	}
+	for _, id := range res.Tasks {
+		status, ok := res.Final[id]
+		if !ok {
+			violate("task %s never reached a terminal state", id)
+			continue
+		}
+		rep.ByStatus[status]++
+		if err := checkTask(ctx, f, id, status, res.Stream[id], violate); err != nil {
+			return rep, err
+		}
+		rows, err := f.Pool.Query(ctx, `SELECT provider_idempotency_key FROM task_attempts WHERE task_id = $1`, id)
+		if err != nil {
+			return rep, err
+		}
+		keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return rep, err
+		}
+		rep.Attempts += len(keys)
+		for _, k := range keys {
+			n := f.JobsByKey[k]
+			rep.MaxJobsPerKey = max(rep.MaxJobsPerKey, n)
+			if n > 1 {
+				violate("attempt key %s started %d remote jobs", k, n)
+			}
+		}
+	}
+	err := f.Pool.QueryRow(ctx, `SELECT coalesce(-sum(l.amount), 0) FROM credit_ledger l
+		JOIN credit_reservations r ON l.business_id = r.reservation_id::text AND l.ledger_business_type = 'CAPTURE'
+		WHERE r.task_id = ANY($1)`, res.Tasks).Scan(&rep.CreditsCharged)
+	return rep, err
+}
+
+func checkTask(ctx context.Context, f Facts, id uuid.UUID, status string, stream []int64, violate func(string, ...any)) error {
+	var reservation string
+	var captures int
+	err := f.Pool.QueryRow(ctx, `SELECT r.status, (SELECT count(*) FROM credit_ledger l
+		WHERE l.ledger_business_type = 'CAPTURE' AND l.business_id = r.reservation_id::text)
+		FROM credit_reservations r WHERE r.task_id = $1`, id).Scan(&reservation, &captures)
+	if err != nil {
+		return fmt.Errorf("read reservation of %s: %w", id, err)
+	}
+	switch status {
+	case "SUCCEEDED", "CANCELED_WITH_OUTPUT":
+		if reservation != "CAPTURED" || captures != 1 {
+			violate("task %s %s: reservation %s with %d captures, want CAPTURED with exactly 1", id, status, reservation, captures)
+		}
+	case "FAILED", "CANCELED":
+		if reservation != "RELEASED" || captures != 0 {
+			violate("task %s %s: reservation %s with %d captures, want RELEASED with none", id, status, reservation, captures)
+		}
+	}
+	if status == "SUCCEEDED" {
+		if err := checkAssets(ctx, f, id, violate); err != nil {
+			return err
+		}
+	}
+	var versions []int64
+	rows, err := f.Pool.Query(ctx, `SELECT version FROM task_events WHERE task_id = $1 ORDER BY version`, id)
+	if err != nil {
+		return err
+	}
+	if versions, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+		return err
+	}
+	seen := slices.Compact(slices.Clone(stream))
+	if !slices.IsSorted(seen) {
+		violate("task %s: event stream out of order: %v", id, stream)
+	} else if !slices.Equal(seen, versions) {
+		violate("task %s: event stream delivered versions %v, the timeline has %v", id, stream, versions)
+	}
+	return nil
+}
+
+func checkAssets(ctx context.Context, f Facts, id uuid.UUID, violate func(string, ...any)) error {
+	rows, err := f.Pool.Query(ctx, `SELECT kind, object_key, checksum_sha256, size_bytes,
+		(SELECT audio_codec IS NOT NULL FROM assets s WHERE s.task_id = $1 AND s.kind = 'SOURCE')
+		FROM assets WHERE task_id = $1`, id)
+	if err != nil {
+		return err
+	}
+	type asset struct {
+		kind, key string
+		sum       []byte
+		size      int64
+		audio     *bool
+	}
+	assets, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (asset, error) {
+		var a asset
+		err := r.Scan(&a.kind, &a.key, &a.sum, &a.size, &a.audio)
+		return a, err
+	})
+	if err != nil {
+		return err
+	}
+	want := []string{"PROXY", "SOURCE", "THUMBNAIL"}
+	if len(assets) > 0 && assets[0].audio != nil && *assets[0].audio {
+		want = append(want, "WAVEFORM")
+	}
+	var kinds []string
+	for _, a := range assets {
+		kinds = append(kinds, a.kind)
+		obj, err := f.Blob.Stat(ctx, a.key)
+		if err != nil {
+			violate("task %s: %s object %s: %v", id, a.kind, a.key, err)
+			continue
+		}
+		if obj.SHA256 != hex.EncodeToString(a.sum) || obj.Size != a.size {
+			violate("task %s: %s object holds %d bytes sha256 %s, the asset records %d bytes sha256 %x", id, a.kind, obj.Size, obj.SHA256, a.size, a.sum)
+		}
+	}
+	slices.Sort(kinds)
+	slices.Sort(want)
+	if !slices.Equal(kinds, want) {
+		violate("task %s SUCCEEDED with assets [%s], want [%s]", id, strings.Join(kinds, " "), strings.Join(want, " "))
+	}
+	return nil
+}
+
+// waitSettled waits until no terminal task (other than NEEDS_ATTENTION)
+// still holds its reservation: settle runs after the final transition.
+func waitSettled(ctx context.Context, pool *pgxpool.Pool, tasks []uuid.UUID, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		var held int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM credit_reservations r JOIN generation_tasks t USING (task_id)
+			WHERE r.task_id = ANY($1) AND r.status = 'HELD'
+			AND t.status IN ('SUCCEEDED', 'FAILED', 'CANCELED', 'CANCELED_WITH_OUTPUT')`, tasks).Scan(&held)
+		if err != nil {
+			return err
+		}
+		if held == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d terminal tasks still hold their reservation %s after the end", held, wait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,265 @@
+// Package drive submits generations through the public API, follows them
+// to the end, and checks the pipeline's invariants against the database,
+// object storage and the provider simulator. `go run ./local demo` and the
+// end-to-end tests both use it, so the demo proves what the tests prove.
+package drive
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Params says what to drive.
+type Params struct {
+	APIURL string
+	Key    string
+	N      int
+	Models []string
+	// CancelShare is the share of generations cancelled right after
+	// submission (some are still QUEUED and cancel at once).
+	CancelShare float64
+	// Timeout bounds the whole run.
+	Timeout time.Duration
+	// Progress, when set, is called with the count per state while tasks
+	// run, about twice a second.
+	Progress func(counts map[string]int, done, total int)
+	Client   *http.Client
+}
+
+// Result is what a run saw through the API.
+type Result struct {
+	Tasks    []uuid.UUID
+	Final    map[uuid.UUID]string // terminal status per task
+	Stream   map[uuid.UUID][]int64
+	Canceled int // cancel requests that were accepted
+	Elapsed  time.Duration
+}
+
+// terminal mirrors task.Status.Terminal for the API's strings.
+func terminal(s string) bool {
+	switch s {
+	case "SUCCEEDED", "FAILED", "CANCELED", "CANCELED_WITH_OUTPUT", "NEEDS_ATTENTION":
+		return true
+	}
+	return false
+}
+
+// Run submits p.N generations, listens to the tenant's event stream, and
+// polls each task until every one is terminal or the timeout passes.
+func Run(ctx context.Context, p Params) (Result, error) {
+	if p.Client == nil {
+		p.Client = &http.Client{Timeout: 30 * time.Second}
+	}
+	if p.Timeout <= 0 {
+		p.Timeout = 10 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+	start := time.Now()
+	res := Result{Final: map[uuid.UUID]string{}}
+
+	stream, err := listen(ctx, p)
+	if err != nil {
+		return res, err
+	}
+	for i := range p.N {
+		body := map[string]any{
+			"model":            p.Models[i%len(p.Models)],
+			"prompt":           fmt.Sprintf("demo generation %d: a lighthouse at dusk, waves rolling in", i),
+			"duration_seconds": 2 + i%4,
+			"resolution":       "1280x720",
+		}
+		key := uuid.NewString()
+		id, err := create(ctx, p, key, body)
+		if err != nil {
+			return res, err
+		}
+		// A client retry with the same key must find the same task.
+		again, err := create(ctx, p, key, body)
+		if err != nil {
+			return res, err
+		}
+		if again != id {
+			return res, fmt.Errorf("idempotency broken: key %s gave tasks %s and %s", key, id, again)
+		}
+		res.Tasks = append(res.Tasks, id)
+		if p.CancelShare > 0 && rand.Float64() < p.CancelShare {
+			if ok, err := cancelTask(ctx, p, id); err != nil {
+				return res, err
+			} else if ok {
+				res.Canceled++
+			}
+		}
+	}
+
+	for {
+		counts := map[string]int{}
+		done := 0
+		for _, id := range res.Tasks {
+			if s, ok := res.Final[id]; ok {
+				counts[s]++
+				done++
+				continue
+			}
+			status, err := get(ctx, p, id)
+			if err != nil {
+				return res, err
+			}
+			counts[status]++
+			if terminal(status) {
+				res.Final[id] = status
+				done++
+			}
+		}
+		if p.Progress != nil {
+			p.Progress(counts, done, len(res.Tasks))
+		}
+		if done == len(res.Tasks) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return res, fmt.Errorf("%d of %d generations still running after %s", len(res.Tasks)-done, len(res.Tasks), p.Timeout)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	// The last state changes may still be on their way through notify.
+	time.Sleep(2 * time.Second)
+	res.Stream = stream.snapshot()
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+func create(ctx context.Context, p Params, key string, body map[string]any) (uuid.UUID, error) {
+	data, _ := json.Marshal(body)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.APIURL+"/v1/generations", bytes.NewReader(data))
+	req.Header.Set("Authorization", "Bearer "+p.Key)
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	var out struct {
+		TaskID uuid.UUID `json:"task_id"`
+	}
+	if err := do(p.Client, req, &out, http.StatusOK, http.StatusAccepted); err != nil {
+		return uuid.Nil, fmt.Errorf("create generation: %w", err)
+	}
+	return out.TaskID, nil
+}
+
+func get(ctx context.Context, p Params, id uuid.UUID) (string, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.APIURL+"/v1/generations/"+id.String(), nil)
+	req.Header.Set("Authorization", "Bearer "+p.Key)
+	var out struct {
+		Status string `json:"status"`
+	}
+	if err := do(p.Client, req, &out, http.StatusOK); err != nil {
+		return "", fmt.Errorf("get generation %s: %w", id, err)
+	}
+	return out.Status, nil
+}
+
+// cancelTask asks to cancel; a 409 (already past cancelling) is not an error.
+func cancelTask(ctx context.Context, p Params, id uuid.UUID) (bool, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.APIURL+"/v1/generations/"+id.String()+"/cancel", nil)
+	req.Header.Set("Authorization", "Bearer "+p.Key)
+	resp, err := p.Client.Do(req)
+	if err != nil {
+		return false, fmt.Errorf("cancel %s: %w", id, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	switch resp.StatusCode {
+	case http.StatusOK, http.StatusAccepted:
+		return true, nil
+	case http.StatusConflict:
+		return false, nil
+	}
+	return false, fmt.Errorf("cancel %s: HTTP %d", id, resp.StatusCode)
+}
+
+func do(c *http.Client, req *http.Request, out any, want ...int) error {
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	for _, w := range want {
+		if resp.StatusCode == w {
+			return json.Unmarshal(data, out)
+		}
+	}
+	return fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(data)))
+}
+
+// streamLog collects the versions of each task as the event stream
+// delivered them.
+type streamLog struct {
+	mu       sync.Mutex
+	versions map[uuid.UUID][]int64
+}
+
+func (s *streamLog) snapshot() map[uuid.UUID][]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[uuid.UUID][]int64, len(s.versions))
+	for k, v := range s.versions {
+		out[k] = append([]int64(nil), v...)
+	}
+	return out
+}
+
+// listen opens GET /v1/events and records every state change until ctx
+// ends.
+func listen(ctx context.Context, p Params) (*streamLog, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.APIURL+"/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+p.Key)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := (&http.Client{}).Do(req) // no timeout: the stream lives as long as ctx
+	if err != nil {
+		return nil, fmt.Errorf("open event stream: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("open event stream: HTTP %d", resp.StatusCode)
+	}
+	log := &streamLog{versions: map[uuid.UUID][]int64{}}
+	go func() {
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data:")
+			if !ok {
+				continue
+			}
+			var c struct {
+				TaskID  uuid.UUID `json:"task_id"`
+				Version int64     `json:"version"`
+			}
+			if json.Unmarshal([]byte(strings.TrimSpace(data)), &c) != nil {
+				continue
+			}
+			log.mu.Lock()
+			log.versions[c.TaskID] = append(log.versions[c.TaskID], c.Version)
+			log.mu.Unlock()
+		}
+	}()
+	return log, nil
+}
+
+// ErrInvariant marks a broken invariant.
+var ErrInvariant = errors.New("invariant broken")
