@@ -46,7 +46,9 @@ type Report struct {
 //     order (repeats allowed: clients drop them by version).
 func Check(ctx context.Context, f Facts, res Result) (Report, error) {
 	rep := Report{ByStatus: map[string]int{}}
-	violate := func(format string, args ...any) { rep.Violations = append(rep.Violations, fmt.Sprintf(format, args...)) }
+	violate := func(format string, args ...any) {
+		rep.Violations = append(rep.Violations, fmt.Sprintf(format, args...))
+	}
 	if f.SettleWait <= 0 {
 		f.SettleWait = 30 * time.Second
 	}
