@@ -51,6 +51,8 @@ func run(ctx context.Context, args []string) error {
 		return runRelay(ctx, args[1:])
 	case "source":
 		return runSource(ctx, args[1:])
+	case "tenants":
+		return runTenants(ctx, args[1:])
 	case "dlq":
 		if len(args) < 2 || args[1] != "drain" {
 			return errors.New("usage: adapter dlq drain --group G")

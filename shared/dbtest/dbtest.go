@@ -33,6 +33,22 @@ const (
 // dropped in tb.Cleanup.
 func TestSchema(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
+	schemaURL := TestSchemaURL(tb)
+	ctx, cancel := context.WithTimeout(tb.Context(), setupTimeout)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, schemaURL)
+	if err != nil {
+		tb.Fatalf("dbtest: open pool on test schema: %v", err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}
+
+// TestSchemaURL is [TestSchema] for code that opens its own connections:
+// it returns a DATABASE_URL whose search_path is a new migrated schema,
+// dropped in tb.Cleanup.
+func TestSchemaURL(tb testing.TB) string {
+	tb.Helper()
 	databaseURL := servicetest.Env(tb, "PostgreSQL", "DATABASE_URL")
 	ctx, cancel := context.WithTimeout(tb.Context(), setupTimeout)
 	defer cancel()
@@ -42,7 +58,7 @@ func TestSchema(tb testing.TB) *pgxpool.Pool {
 		tb.Fatalf("dbtest: create schema %s: %v", schema, err)
 	}
 	// Registered before anything else can fail, so the schema never leaks;
-	// cleanups run last-in first-out, so the pool below is closed first.
+	// cleanups run last-in first-out, so pools opened later close first.
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(tb.Context()), cleanupTimeout)
 		defer cancel()
@@ -58,18 +74,7 @@ func TestSchema(tb testing.TB) *pgxpool.Pool {
 	if err := migrations.Up(ctx, schemaURL); err != nil {
 		tb.Fatalf("dbtest: schema %s: %v", schema, err)
 	}
-
-	config, err := pgxpool.ParseConfig(databaseURL)
-	if err != nil {
-		tb.Fatalf("dbtest: parse DATABASE_URL: %v", err)
-	}
-	config.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(ctx, config)
-	if err != nil {
-		tb.Fatalf("dbtest: open pool on schema %s: %v", schema, err)
-	}
-	tb.Cleanup(pool.Close)
-	return pool
+	return schemaURL
 }
 
 // TestTx begins a transaction on a schema shared by the whole test binary

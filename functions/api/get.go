@@ -1,0 +1,190 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/aivedio/pipeline/shared/task"
+	"github.com/aivedio/pipeline/shared/tenant"
+)
+
+// generationView is the answer of GET /v1/generations/{id}.
+type generationView struct {
+	TaskID          uuid.UUID    `json:"task_id"`
+	Status          task.Status  `json:"status"`
+	Version         int64        `json:"version"`
+	Progress        int          `json:"progress"`
+	CancelRequested bool         `json:"cancel_requested"`
+	Model           string       `json:"model"`
+	Prompt          string       `json:"prompt"`
+	DurationSeconds int          `json:"duration_seconds"`
+	Resolution      string       `json:"resolution"`
+	InputAssetIDs   []uuid.UUID  `json:"input_asset_ids"`
+	Priority        int          `json:"priority"`
+	Attempts        []attempt    `json:"attempts"`
+	Outputs         []output     `json:"outputs"`
+	Error           *errorDetail `json:"error"`
+	CreatedAt       time.Time    `json:"created_at"`
+	UpdatedAt       time.Time    `json:"updated_at"`
+}
+
+// attempt is one submission to a provider. The provider's idempotency key
+// and job id stay inside: they are ours, not the client's.
+type attempt struct {
+	AttemptNo        int        `json:"attempt_no"`
+	Status           string     `json:"status"`
+	Provider         string     `json:"provider"`
+	ErrorCode        string     `json:"error_code,omitempty"`
+	CreatedAt        time.Time  `json:"created_at"`
+	RequestStartedAt *time.Time `json:"request_started_at,omitempty"`
+	ResponseAt       *time.Time `json:"response_at,omitempty"`
+	UpdatedAt        time.Time  `json:"updated_at"`
+}
+
+// output is an asset the task produced, with a short-lived download URL.
+type output struct {
+	AssetID      uuid.UUID  `json:"asset_id"`
+	Kind         string     `json:"kind"`
+	ContentType  string     `json:"content_type"`
+	SizeBytes    int64      `json:"size_bytes"`
+	DurationMS   *int64     `json:"duration_ms,omitempty"`
+	Width        *int       `json:"width,omitempty"`
+	Height       *int       `json:"height,omitempty"`
+	DownloadURL  string     `json:"download_url,omitempty"`
+	URLExpiresAt *time.Time `json:"download_url_expires_at,omitempty"`
+	CreatedAt    time.Time  `json:"created_at"`
+	objectKey    string
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// taskID parses the {id} of the path.
+func taskID(r *http.Request) (uuid.UUID, *apiError) {
+	raw := r.PathValue("id")
+	id, err := uuid.Parse(raw)
+	if err != nil || len(raw) != 36 {
+		return uuid.Nil, errorf(http.StatusBadRequest, CodeInvalidID, "%q is not a task id; task ids are UUIDs as returned by POST /v1/generations", truncate(raw, 64))
+	}
+	return id, nil
+}
+
+// taskNotFound is the same answer for a task that does not exist and a
+// task of another tenant: the body must not tell them apart.
+func taskNotFound() *apiError {
+	return errorf(http.StatusNotFound, CodeNotFound, "no such generation for this API key's tenant; check the task id returned by POST /v1/generations")
+}
+
+// getGeneration serves GET /v1/generations/{id}.
+func (s *Server) getGeneration(w http.ResponseWriter, r *http.Request, p tenant.Principal) *apiError {
+	id, e := taskID(r)
+	if e != nil {
+		return e
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), dbTimeout)
+	defer cancel()
+	var v generationView
+	// One snapshot: the task, its attempts and outputs as of one moment.
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		t, err := task.GetForTenant(ctx, tx, p.TenantID, id)
+		if err != nil {
+			return err
+		}
+		v = viewOf(t)
+		if v.Attempts, err = readAttempts(ctx, tx, t.ID); err != nil {
+			return err
+		}
+		v.Outputs, err = readOutputs(ctx, tx, p.TenantID, t.ID)
+		return err
+	})
+	if errors.Is(err, task.ErrNotFound) {
+		return taskNotFound()
+	}
+	if err != nil {
+		return s.internal(ctx, "read generation", err)
+	}
+	s.presign(ctx, v.Outputs)
+	w.Header().Set("Cache-Control", "no-store") // it may hold presigned URLs
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+func viewOf(t task.Task) generationView {
+	v := generationView{
+		TaskID: t.ID, Status: t.Status, Version: t.Version, Progress: t.Progress, CancelRequested: t.CancelRequested,
+		Model: t.Model, Prompt: t.Prompt, DurationSeconds: t.DurationSeconds, Resolution: t.Resolution,
+		InputAssetIDs: t.InputAssetIDs, Priority: t.Priority, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+		Attempts: []attempt{}, Outputs: []output{},
+	}
+	if v.InputAssetIDs == nil {
+		v.InputAssetIDs = []uuid.UUID{}
+	}
+	if t.ErrorCode != "" || t.ErrorMessage != "" {
+		v.Error = &errorDetail{Code: t.ErrorCode, Message: t.ErrorMessage}
+	}
+	return v
+}
+
+func readAttempts(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]attempt, error) {
+	rows, err := tx.Query(ctx, `SELECT attempt_no, status, provider, coalesce(error_code, ''), created_at,
+			request_started_at, response_at, updated_at
+		FROM task_attempts WHERE task_id = $1 ORDER BY attempt_no`, id)
+	if err != nil {
+		return nil, err
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (attempt, error) {
+		var a attempt
+		err := row.Scan(&a.AttemptNo, &a.Status, &a.Provider, &a.ErrorCode, &a.CreatedAt, &a.RequestStartedAt, &a.ResponseAt, &a.UpdatedAt)
+		return a, err
+	})
+	if out == nil {
+		out = []attempt{}
+	}
+	return out, err
+}
+
+func readOutputs(ctx context.Context, tx pgx.Tx, tenantID, id uuid.UUID) ([]output, error) {
+	rows, err := tx.Query(ctx, `SELECT asset_id, kind, content_type, size_bytes, duration_ms, width, height, created_at, object_key
+		FROM assets WHERE task_id = $1 AND tenant_id = $2 ORDER BY created_at, asset_id`, id, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (output, error) {
+		var o output
+		err := row.Scan(&o.AssetID, &o.Kind, &o.ContentType, &o.SizeBytes, &o.DurationMS, &o.Width, &o.Height, &o.CreatedAt, &o.objectKey)
+		return o, err
+	})
+	if out == nil {
+		out = []output{}
+	}
+	return out, err
+}
+
+// presign adds download URLs. A URL that cannot be made is left out and
+// logged (without the URL): the rest of the answer still helps the client.
+func (s *Server) presign(ctx context.Context, outs []output) {
+	if s.blob == nil {
+		return
+	}
+	for i := range outs {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		expires := time.Now().Add(s.downloadTTL).UTC().Truncate(time.Second)
+		url, err := s.blob.PresignGet(pctx, outs[i].objectKey, s.downloadTTL)
+		cancel()
+		if err != nil {
+			s.log.ErrorContext(ctx, "presign output download", slog.String("asset_id", outs[i].AssetID.String()),
+				slog.String("error", err.Error()), slog.String("request_id", requestID(ctx)))
+			continue
+		}
+		outs[i].DownloadURL = url
+		outs[i].URLExpiresAt = &expires
+	}
+}

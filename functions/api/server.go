@@ -1,0 +1,184 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/aivedio/pipeline/shared/billing"
+	"github.com/aivedio/pipeline/shared/blob"
+	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/task"
+)
+
+// Presigner hands out short-lived download URLs; *blob.Store is one.
+type Presigner interface {
+	PresignGet(ctx context.Context, key string, ttl time.Duration) (string, error)
+}
+
+// Options are what a Server needs.
+type Options struct {
+	Pool *pgxpool.Pool
+	// Blob presigns output downloads. Without one, outputs are listed with
+	// no download URL.
+	Blob Presigner
+	// Callbacks verify provider callbacks, one per provider name.
+	Callbacks []CallbackParser
+	Limits    config.API
+	// Models are the model names a generation may ask for.
+	Models []string
+	// Price is what a generation reserves; every model must cost more than 0.
+	Price  billing.Price
+	Logger *slog.Logger
+	// Registerer receives the API's metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// Heartbeat is the interval of the event stream's keep-alive comments;
+	// 15 s when zero.
+	Heartbeat time.Duration
+	// NowFunc is the clock callbacks are checked against; time.Now when nil.
+	NowFunc func() time.Time
+}
+
+// Server is the public API. Its handler is safe for concurrent use.
+type Server struct {
+	pool        *pgxpool.Pool
+	blob        Presigner
+	callbacks   map[string]CallbackParser
+	limits      config.API
+	downloadTTL time.Duration
+	models      []string // sorted, for lookups and messages
+	price       billing.Price
+	log         *slog.Logger
+	metrics     *metrics
+	hub         *hub
+	heartbeat   time.Duration
+	now         func() time.Time
+	handler     http.Handler
+}
+
+// dbTimeout bounds the database work of one request.
+const dbTimeout = 10 * time.Second
+
+// origin is the cause recorded on every event the API writes.
+var origin = task.Origin{Producer: "api"}
+
+// New builds a Server. It panics on a programming error: no pool, no
+// models, a model that costs nothing, or two parsers for one provider.
+func New(o Options) *Server {
+	if o.Pool == nil {
+		panic("api.New: Pool is required")
+	}
+	if len(o.Models) == 0 {
+		panic("api.New: Models must list at least one model")
+	}
+	for _, m := range o.Models {
+		if o.Price.Of(m, 1) <= 0 {
+			panic(fmt.Sprintf("api.New: model %q has no positive price per second", m))
+		}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	// Zero limits take config.API's defaults rather than refusing every
+	// request.
+	if o.Limits.MaxBodyBytes <= 0 {
+		o.Limits.MaxBodyBytes = 64 << 10
+	}
+	if o.Limits.MaxPromptChars <= 0 {
+		o.Limits.MaxPromptChars = 4000
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = 15 * time.Second
+	}
+	if o.NowFunc == nil {
+		o.NowFunc = time.Now
+	}
+	s := &Server{
+		pool:      o.Pool,
+		blob:      o.Blob,
+		callbacks: map[string]CallbackParser{},
+		limits:    o.Limits,
+		models:    slices.Sorted(slices.Values(o.Models)),
+		price:     o.Price,
+		log:       o.Logger,
+		metrics:   newMetrics(o.Registerer),
+		heartbeat: o.Heartbeat,
+		now:       o.NowFunc,
+	}
+	for _, c := range o.Callbacks {
+		if _, dup := s.callbacks[c.Name()]; dup {
+			panic(fmt.Sprintf("api.New: two callback parsers for provider %q", c.Name()))
+		}
+		s.callbacks[c.Name()] = c
+	}
+	// Presigned URLs are bearer credentials: never longer than the blob
+	// store allows, whatever the configuration says.
+	s.downloadTTL = min(o.Limits.DownloadTTL, blob.MaxPresignTTL)
+	if s.downloadTTL <= 0 {
+		s.downloadTTL = 15 * time.Minute
+	}
+	if o.Limits.DownloadTTL > blob.MaxPresignTTL {
+		s.log.Warn("API_DOWNLOAD_URL_TTL exceeds the presign limit; using the limit",
+			slog.Duration("configured", o.Limits.DownloadTTL), slog.Duration("used", s.downloadTTL))
+	}
+	s.hub = newHub(o.Pool, s.log.With(slog.String("component", "event_listener")), s.metrics)
+	s.handler = s.routes()
+	return s
+}
+
+// Handler is the API's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Run holds the database listener that feeds GET /v1/events until ctx
+// ends, reconnecting with backoff after failures; it returns nil then.
+// Call it once per Server. Without Run, event streams answer 503. When Run
+// returns, every open stream has been closed.
+func (s *Server) Run(ctx context.Context) error {
+	return s.hub.run(ctx)
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/generations", s.tenantRoute(s.createGeneration))
+	mux.Handle("GET /v1/generations/{id}", s.tenantRoute(s.getGeneration))
+	mux.Handle("POST /v1/generations/{id}/cancel", s.tenantRoute(s.cancelGeneration))
+	mux.Handle("GET /v1/events", s.tenantRoute(s.streamEvents))
+	mux.Handle("POST /v1/provider-callbacks/{provider}", s.publicRoute(s.providerCallback))
+	mux.Handle("POST /v1/admin/tenants", s.adminRoute(s.createTenant))
+	mux.Handle("/", s.noRoute(mux))
+	return s.observe(mux)
+}
+
+// noRoute answers requests no pattern took, in JSON: 405 when the path
+// exists under another method, 404 otherwise.
+func (s *Server) noRoute(mux *http.ServeMux) http.Handler {
+	return s.publicRoute(func(w http.ResponseWriter, r *http.Request) *apiError {
+		var allowed []string
+		for _, m := range []string{http.MethodGet, http.MethodPost} {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+				allowed = append(allowed, m)
+			}
+		}
+		if len(allowed) > 0 {
+			e := errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not supported on %s; use %s",
+				r.Method, r.URL.Path, joinOr(allowed))
+			e.Header = http.Header{"Allow": {joinComma(allowed)}}
+			return e
+		}
+		return errorf(http.StatusNotFound, CodeNotFound, "no endpoint at %s %s; see the API reference for the routes", r.Method, r.URL.Path)
+	})
+}
+
+// internal logs a failure of ours and returns the response that hides it.
+func (s *Server) internal(ctx context.Context, what string, err error) *apiError {
+	s.log.ErrorContext(ctx, what, slog.String("error", err.Error()), slog.String("request_id", requestID(ctx)))
+	return errInternal
+}
