@@ -10,8 +10,8 @@ help: ## list the targets
 test: ## start the real services, apply schema and topics, run all tests with -race, stop the services
 	@local/services/with-services.sh local/services/test.sh
 
-run: ## run the whole pipeline locally (go run ./local)
-	go run ./local
+run: ## run the whole pipeline in one process (go run ./local), installing ffmpeg first if missing
+	@local/run.sh
 
 bench: ## run the kernel's benchmarks beside their baselines against the real services
 	@local/services/with-services.sh local/services/bench.sh

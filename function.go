@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -19,14 +21,17 @@ import (
 
 	"github.com/aivedio/pipeline/functions"
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/config"
 )
 
 // Function serves the stage named by STAGE.
 type Function struct {
 	logger *slog.Logger
 
-	mu    sync.RWMutex
-	stage *stage.Function
+	mu        sync.RWMutex
+	stage     *stage.Function
+	closeDeps func()
 }
 
 // New returns the function instance; func-go then calls Start with its
@@ -35,20 +40,47 @@ func New() *Function {
 	return &Function{logger: slog.New(slog.NewJSONHandler(os.Stderr, nil))}
 }
 
-// Start builds the stage named by cfg["STAGE"].
+// Start builds the stage named by cfg["STAGE"] with the resources the
+// environment configures (config.StageFunction).
 func (f *Function) Start(ctx context.Context, cfg map[string]string) error {
 	name := cfg["STAGE"]
 	if name == "" {
 		return errors.New("STAGE is not set: name the stage this function serves (submit, poll, fetch, probe, transcode, render, settle, notify, reconcile)")
 	}
-	s, err := functions.New(ctx, name, functions.Deps{Logger: f.logger})
+	if !slices.Contains(catalog.Stages(), name) {
+		return fmt.Errorf("unknown stage %q: set STAGE to one of %s", name, strings.Join(catalog.Stages(), ", "))
+	}
+	var conf config.StageFunction
+	if err := config.Load(&conf); err != nil {
+		return fmt.Errorf("start function: %w", err)
+	}
+	conf.Stage = name
+	deps, closeDeps, err := functions.Open(ctx, conf, f.logger)
 	if err != nil {
 		return fmt.Errorf("start function: %w", err)
 	}
+	s, err := functions.New(ctx, name, deps)
+	if err != nil {
+		closeDeps()
+		return fmt.Errorf("start function: %w", err)
+	}
 	f.mu.Lock()
-	f.stage = s
+	f.stage, f.closeDeps = s, closeDeps
 	f.mu.Unlock()
 	f.logger.InfoContext(ctx, "function started", slog.String("stage", name))
+	return nil
+}
+
+// Stop releases the stage's resources; func-go calls it after serving
+// stopped. Safe without Start and more than once.
+func (f *Function) Stop(ctx context.Context) error {
+	f.mu.Lock()
+	closeDeps := f.closeDeps
+	f.stage, f.closeDeps = nil, nil
+	f.mu.Unlock()
+	if closeDeps != nil {
+		closeDeps()
+	}
 	return nil
 }
 

@@ -1,17 +1,83 @@
-// Command local will run the whole pipeline in one process with embedded
-// defaults (in-process broker emulator, Redis and S3, the provider
-// simulator). Until that emulator lands it says so and points at what runs
-// today: the real services of `make services-up`.
+// Command local runs the whole pipeline in one process:
+//
+//	go run ./local              the API, every stage behind its source
+//	                            adapter, the relay, the provider simulator
+//	go run ./local demo -n 20   the same, plus 20 generations driven through
+//	                            the API until they end, and a summary
+//
+// Each service is real when its variable is set and embedded otherwise:
+// DATABASE_URL (else an embedded PostgreSQL), ROCKETMQ_ENDPOINT (else the
+// in-process broker emulator), REDIS_URL (else miniredis), S3_ENDPOINT
+// (else an in-memory S3 server). The provider simulator always runs; its
+// fault knobs are flags and PROVIDERSIM_* variables.
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, `go run ./local: the in-process emulator is not built yet.
-What runs today: 'make services-up' starts real PostgreSQL, Redis, RocketMQ 5,
-an S3 server and ffmpeg on 127.0.0.1; 'make test' runs every test against them.`)
-	os.Exit(2)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	args := os.Args[1:]
+	var err error
+	switch {
+	case len(args) > 0 && args[0] == "demo":
+		err = runDemo(ctx, args[1:])
+	case len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help"):
+		usage()
+	default:
+		err = runServe(ctx, args)
+	}
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "local:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage:
+  go run ./local [flags]             run the pipeline; prints the API address, a dev key and a curl
+  go run ./local demo -n 20 [flags]  run it and drive 20 generations to the end, then check invariants
+
+Services: DATABASE_URL, ROCKETMQ_ENDPOINT, REDIS_URL, S3_ENDPOINT select real ones;
+unset, each is embedded. Simulator knobs: go run ./local -h lists them.
+`)
+}
+
+func runServe(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("local", flag.ContinueOnError)
+	opts := defaultOptions()
+	opts.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	env, err := start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	fmt.Printf(`
+AiVedio pipeline is running (%s).
+
+  API        %s
+  dev key    %s
+  simulator  %s  (stats: %s/sim/stats)
+
+Try:
+  curl -s -X POST %s/v1/generations \
+    -H 'Authorization: Bearer %s' -H 'Idempotency-Key: demo-1' -H 'Content-Type: application/json' \
+    -d '{"model":"%s","prompt":"a red fox running through snow","duration_seconds":4,"resolution":"1280x720"}'
+  curl -s %s/v1/generations/<task_id> -H 'Authorization: Bearer %s'
+  curl -sN %s/v1/events -H 'Authorization: Bearer %s'
+
+Ctrl-C stops everything.
+`, env.describe(), env.apiURL, env.devKey, env.simURL, env.simURL, env.apiURL, env.devKey, env.models[0], env.apiURL, env.devKey, env.apiURL, env.devKey)
+	return env.wait(ctx)
 }

@@ -16,7 +16,7 @@
 //     a delayed resubmit (a business wait, not a failure), the same attempt
 //     kept for the retry;
 //   - rejected: FAILED, and the reservation released;
-//   - answer lost (timeout): the attempt is SUBMIT_UNKNOWN, the task
+//   - answer lost (timeout) or unreadable: the attempt is SUBMIT_UNKNOWN, the task
 //     RECONCILING, and a delayed task.reconcile.due looks for the job
 //     before anything is submitted again.
 package submit
@@ -240,13 +240,15 @@ func (s *submitter) record(ctx context.Context, ev envelope.Envelope, o task.Ori
 				Set:    task.Fields{ProviderJobID: task.Ptr(job.ID), NextPollAt: &pollAt, DeadlineAt: task.Ptr(now.Add(s.Journey.MaxWait))},
 				Events: []outbox.Event{poll}})
 			return inbox.Applied, err
-		case provider.ClassRateLimited, provider.ClassUnavailable, provider.ClassMalformed:
+		case provider.ClassRateLimited, provider.ClassUnavailable:
 			release = true
 			if err := noteAttemptError(ctx, tx, a.ID, callErr); err != nil {
 				return "", err
 			}
 			return s.waitTx(ctx, tx, o, t, "provider "+string(class), provider.RetryAfterOf(callErr))
-		case provider.ClassTimeoutUnknown:
+		case provider.ClassTimeoutUnknown, provider.ClassMalformed:
+			// An answer we cannot read may still mean a job was created:
+			// look it up before anything is submitted again.
 			if err := markAttempt(ctx, tx, a.ID, "SUBMIT_UNKNOWN", "", callErr); err != nil {
 				return "", err
 			}

@@ -56,8 +56,11 @@ func Postgres(dir string, logs io.Writer) (url string, stop func() error, err er
 
 // Redis starts an in-memory Redis and returns its URL.
 func Redis() (url string, stop func(), err error) {
-	m, err := miniredis.Run()
-	if err != nil {
+	m := miniredis.NewMiniRedis()
+	// Without it miniredis never counts TTLs down, and the slot keys
+	// would outlive their leases.
+	m.ClockTTL(true)
+	if err := m.Start(); err != nil {
 		return "", nil, fmt.Errorf("start in-memory redis: %w", err)
 	}
 	return "redis://" + m.Addr() + "/0", m.Close, nil

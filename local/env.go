@@ -1,0 +1,308 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/kelseyhightower/envconfig"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/aivedio/pipeline/functions"
+	"github.com/aivedio/pipeline/functions/api"
+	"github.com/aivedio/pipeline/local/embedded"
+	"github.com/aivedio/pipeline/local/providersim"
+	"github.com/aivedio/pipeline/local/stack"
+	"github.com/aivedio/pipeline/migrations"
+	"github.com/aivedio/pipeline/shared/billing"
+	"github.com/aivedio/pipeline/shared/blob"
+	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/media"
+	"github.com/aivedio/pipeline/shared/slots"
+	"github.com/aivedio/pipeline/shared/telemetry"
+	"github.com/aivedio/pipeline/shared/tenant"
+)
+
+// services is what `go run ./local` reads from the environment: every
+// variable optional, an unset service is embedded.
+type services struct {
+	DatabaseURL       string `envconfig:"DATABASE_URL"`
+	RocketMQEndpoint  string `envconfig:"ROCKETMQ_ENDPOINT"`
+	RocketMQAccessKey string `envconfig:"ROCKETMQ_ACCESS_KEY"`
+	RocketMQSecretKey string `envconfig:"ROCKETMQ_SECRET_KEY"`
+	RedisURL          string `envconfig:"REDIS_URL"`
+	LocalDir          string `envconfig:"LOCAL_DATA_DIR" desc:"where go run ./local keeps its embedded PostgreSQL; ~/.cache/aivedio/local when empty"`
+	// Embedded without names: envconfig would otherwise prefix their
+	// variables with the field name.
+	config.S3
+	config.Journey
+	config.API
+}
+
+// options are the command's flags.
+type options struct {
+	apiAddr   string
+	logFormat string
+	workers   int
+	sim       providersim.Options
+}
+
+func defaultOptions() options {
+	return options{apiAddr: "127.0.0.1:8080", logFormat: "text", workers: 8, sim: providersim.DefaultOptions()}
+}
+
+func (o *options) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.apiAddr, "api-addr", o.apiAddr, "listen address of the API")
+	fs.StringVar(&o.logFormat, "log-format", o.logFormat, "text or json")
+	fs.IntVar(&o.workers, "workers", o.workers, "concurrent deliveries per consumer group")
+	o.sim.RegisterFlags(fs)
+}
+
+// environment is a started pipeline and everything it runs on.
+type environment struct {
+	apiURL, simURL, devKey string
+	models                 []string
+	kinds                  []string // what is real and what is embedded, for the banner
+	pool                   *pgxpool.Pool
+	blob                   *blob.Store
+	sim                    *providersim.Server
+	done                   chan error
+	closers                []func()
+}
+
+func (e *environment) describe() string { return strings.Join(e.kinds, ", ") }
+
+func (e *environment) close() {
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		e.closers[i]()
+	}
+}
+
+// wait returns when ctx ends or the pipeline fails.
+func (e *environment) wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-e.done:
+		return err
+	}
+}
+
+// start brings up every service (real or embedded) and the pipeline.
+func start(ctx context.Context, o options) (*environment, error) {
+	var svc services
+	if err := envconfig.Process("", &svc); err != nil {
+		return nil, fmt.Errorf("read environment: %w", err)
+	}
+	if err := errors.Join(svc.Journey.Validate(), svc.API.Validate()); err != nil {
+		return nil, err
+	}
+	if err := o.sim.LoadEnv(os.Getenv); err != nil {
+		return nil, err
+	}
+	logger := telemetry.NewLogger(o.logFormat)
+	e := &environment{done: make(chan error, 2), models: svc.API.Models}
+	ok := false
+	defer func() {
+		if !ok {
+			e.close()
+		}
+	}()
+	ctx, cancel := context.WithCancel(ctx)
+	e.closers = append(e.closers, cancel)
+
+	// PostgreSQL.
+	dbURL := svc.DatabaseURL
+	if dbURL == "" {
+		dir := svc.LocalDir
+		if dir == "" {
+			home, err := os.UserCacheDir()
+			if err != nil {
+				return nil, fmt.Errorf("no cache directory for the embedded PostgreSQL; set LOCAL_DATA_DIR: %w", err)
+			}
+			dir = filepath.Join(home, "aivedio", "local")
+		}
+		fmt.Fprintln(os.Stderr, "starting embedded PostgreSQL in", dir, "(the first run downloads it)")
+		url, stop, err := embedded.Postgres(filepath.Join(dir, "postgres"), io.Discard)
+		if err != nil {
+			return nil, err
+		}
+		e.closers = append(e.closers, func() { _ = stop() })
+		dbURL = url
+		e.kinds = append(e.kinds, "embedded PostgreSQL")
+	} else {
+		e.kinds = append(e.kinds, "PostgreSQL at DATABASE_URL")
+	}
+	if err := migrations.Up(ctx, dbURL); err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	e.pool = pool
+	e.closers = append(e.closers, pool.Close)
+
+	// Redis.
+	redisURL := svc.RedisURL
+	if redisURL == "" {
+		url, stop, err := embedded.Redis()
+		if err != nil {
+			return nil, err
+		}
+		e.closers = append(e.closers, stop)
+		redisURL = url
+		e.kinds = append(e.kinds, "in-memory Redis")
+	} else {
+		e.kinds = append(e.kinds, "Redis at REDIS_URL")
+	}
+	ropts, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return nil, fmt.Errorf("REDIS_URL: %w", err)
+	}
+	rdb := redis.NewClient(ropts)
+	e.closers = append(e.closers, func() { _ = rdb.Close() })
+
+	// S3.
+	s3cfg := svc.S3
+	if s3cfg.Endpoint == "" {
+		endpoint, stop, err := embedded.S3()
+		if err != nil {
+			return nil, err
+		}
+		e.closers = append(e.closers, func() { _ = stop() })
+		s3cfg.Endpoint, s3cfg.AccessKeyID, s3cfg.SecretAccessKey = endpoint, "local", "local-secret"
+		e.kinds = append(e.kinds, "in-memory S3")
+	} else {
+		e.kinds = append(e.kinds, "S3 at S3_ENDPOINT")
+	}
+	store, err := blob.New(ctx, s3cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.EnsureBucket(ctx); err != nil {
+		return nil, err
+	}
+	e.blob = store
+
+	// Broker.
+	var broker stack.Broker
+	if svc.RocketMQEndpoint != "" {
+		r, err := stack.NewRocketMQ(config.RocketMQ{Endpoint: svc.RocketMQEndpoint, AccessKey: svc.RocketMQAccessKey, SecretKey: svc.RocketMQSecretKey})
+		if err != nil {
+			return nil, fmt.Errorf("connect to RocketMQ (topics applied? go run ./adapter topics apply): %w", err)
+		}
+		e.closers = append(e.closers, func() { _ = r.Close() })
+		broker = r
+		e.kinds = append(e.kinds, "RocketMQ at ROCKETMQ_ENDPOINT")
+	} else {
+		broker = stack.NewEmulator()
+		e.kinds = append(e.kinds, "in-process broker emulator")
+	}
+
+	// Provider simulator and the client that talks to it.
+	sim, err := providersim.New(o.sim, logger.With(slog.String("component", "providersim")))
+	if err != nil {
+		return nil, err
+	}
+	e.closers = append(e.closers, func() { _ = sim.Close() })
+	if e.simURL, err = sim.Start(ctx, "127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	e.sim = sim
+
+	ln, err := net.Listen("tcp", o.apiAddr)
+	if err != nil {
+		return nil, fmt.Errorf("API address %s (choose another with -api-addr): %w", o.apiAddr, err)
+	}
+	e.apiURL = "http://" + ln.Addr().String()
+	provCfg := config.Provider{Name: "replicate", BaseURL: e.simURL, APIToken: o.sim.APIToken, WebhookSecret: sim.WebhookSecret(),
+		CallbackURL: e.apiURL + "/v1/provider-callbacks/replicate", Timeout: 5 * time.Second}
+	client, err := functions.NewProvider(provCfg, logger)
+	if err != nil {
+		return nil, err
+	}
+
+	// The API.
+	srv := api.New(api.Options{Pool: pool, Blob: store, Callbacks: []api.CallbackParser{client}, Limits: svc.API,
+		Models: svc.API.Models, Price: billing.DefaultPrice, Logger: logger.With(slog.String("component", "api"))})
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = httpSrv.Serve(ln) }()
+	e.closers = append(e.closers, func() {
+		shut, done := context.WithTimeout(context.Background(), 5*time.Second)
+		defer done()
+		_ = httpSrv.Shutdown(shut)
+	})
+	go func() {
+		if err := srv.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			e.done <- fmt.Errorf("api: %w", err)
+		}
+	}()
+
+	// The stages, their adapters and the relay.
+	st, err := stack.New(stack.Params{
+		Deps: functions.Deps{Logger: logger, Pool: pool, Redis: rdb, Slots: slots.New(rdb, nil), Blob: store,
+			Media: media.New(config.Media{}), Provider: client, Journey: svc.Journey,
+			ProviderTimeout: provCfg.Timeout, CallbackURL: provCfg.CallbackURL},
+		Broker: broker, Workers: o.workers, RetryMin: 2 * time.Second, Logger: logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ready := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		if err := st.Run(ctx, func() { close(ready) }); err != nil {
+			e.done <- fmt.Errorf("pipeline: %w", err)
+		}
+	}()
+	e.closers = append(e.closers, func() { cancel(); <-stopped })
+	select {
+	case <-ready:
+	case err := <-e.done:
+		return nil, err
+	}
+
+	if e.devKey, err = devKey(ctx, pool); err != nil {
+		return nil, err
+	}
+	ok = true
+	return e, nil
+}
+
+// devKey makes a key for the "dev" tenant, creating the tenant with a
+// generous balance on first use.
+func devKey(ctx context.Context, pool *pgxpool.Pool) (string, error) {
+	var key string
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var id string
+		err := tx.QueryRow(ctx, `SELECT tenant_id::text FROM tenants WHERE name = 'dev' ORDER BY created_at LIMIT 1`).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			c, err := tenant.Create(ctx, tx, tenant.NewTenant{Name: "dev", Credits: 1_000_000}, tenant.RoleTenant)
+			key = c.Key
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		_, key, err = tenant.NewKey(ctx, tx, uuid.MustParse(id), tenant.RoleTenant)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("dev tenant: %w", err)
+	}
+	return key, nil
+}
