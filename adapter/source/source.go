@@ -181,14 +181,71 @@ func (s *Source) receiveLoop(ctx, work context.Context, c mq.Consumer, slots cha
 			}
 			continue
 		}
-		for _, msg := range batch {
+		for _, chain := range chains(batch) {
 			inFlight.Add(1)
 			go func() {
 				defer inFlight.Done()
-				defer func() { <-slots }()
-				s.handle(work, c, msg)
+				s.handleChain(work, c, chain, slots)
 			}()
 		}
+	}
+}
+
+// chains splits a batch into the runs that must be handled one after
+// another: the messages of one FIFO message group, in the order received
+// (a FIFO receive may hand over several of one group at once). A message
+// without a group is a chain of its own, so it runs in parallel with
+// everything else.
+func chains(batch []*mq.Received) [][]*mq.Received {
+	var out [][]*mq.Received
+	byGroup := map[string]int{}
+	for _, msg := range batch {
+		if msg.MessageGroup == "" {
+			out = append(out, []*mq.Received{msg})
+			continue
+		}
+		i, ok := byGroup[msg.MessageGroup]
+		if !ok {
+			i = len(out)
+			byGroup[msg.MessageGroup] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], msg)
+	}
+	return out
+}
+
+// handleChain handles a chain in order, freeing a worker slot per message.
+// When a message is not settled for good (it will be retried, or work
+// stopped), the rest of its chain must not overtake it: they go back to the
+// broker unhandled, to follow it.
+func (s *Source) handleChain(ctx context.Context, c mq.Consumer, chain []*mq.Received, slots chan struct{}) {
+	for i, msg := range chain {
+		result := s.handle(ctx, c, msg)
+		<-slots
+		if result == resultAcked || result == resultQuarantined {
+			continue
+		}
+		for _, rest := range chain[i+1:] {
+			s.handBack(ctx, c, msg, rest)
+			<-slots
+		}
+		return
+	}
+}
+
+// handBack returns a message unhandled because the one before it in its
+// message group was not settled; it becomes visible with that one's retry.
+func (s *Source) handBack(ctx context.Context, c mq.Consumer, head, msg *mq.Received) {
+	s.p.Metrics.deliveries.WithLabelValues(s.p.Group.Name, resultHandedBack).Inc()
+	if ctx.Err() != nil {
+		return // stopping: the invisible time runs out on its own
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := c.ChangeInvisibleDuration(sctx, msg, s.p.RetryDelay(head.DeliveryAttempt)); err != nil {
+		s.p.Logger.WarnContext(ctx, "hand back failed; the message returns when its invisible time ends",
+			slog.String("consumer_group", s.p.Group.Name), slog.String("message_id", msg.MessageID), slog.String("error", err.Error()))
 	}
 }
 
@@ -200,7 +257,7 @@ func (s *Source) pause(ctx context.Context, d time.Duration) {
 }
 
 // handle delivers one message and settles it.
-func (s *Source) handle(ctx context.Context, c mq.Consumer, msg *mq.Received) {
+func (s *Source) handle(ctx context.Context, c mq.Consumer, msg *mq.Received) string {
 	start := time.Now()
 	s.p.Metrics.inFlight.WithLabelValues(s.p.Group.Name).Inc()
 	defer s.p.Metrics.inFlight.WithLabelValues(s.p.Group.Name).Dec()
@@ -216,6 +273,7 @@ func (s *Source) handle(ctx context.Context, c mq.Consumer, msg *mq.Received) {
 	result := s.settle(ctx, log, c, msg, ev, err)
 	s.p.Metrics.deliveries.WithLabelValues(s.p.Group.Name, result).Inc()
 	s.p.Metrics.latency.WithLabelValues(s.p.Group.Name, result).Observe(time.Since(start).Seconds())
+	return result
 }
 
 // toEvent reads the message as a CloudEvent with a valid envelope; what
@@ -238,6 +296,7 @@ const (
 	resultQuarantined = "quarantined"
 	resultRetry       = "retry"
 	resultAbandoned   = "abandoned"
+	resultHandedBack  = "handed_back" // not handled: an earlier message of its FIFO group was not settled
 )
 
 // settle ACKs, quarantines or hands the message back, and says which.

@@ -1,6 +1,7 @@
 package outbox_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -270,4 +271,33 @@ func TestWriteVisibility(t *testing.T) {
 func TestWriteNothing(t *testing.T) {
 	t.Parallel()
 	require.NoError(t, outbox.Write(t.Context(), nil))
+}
+
+// TestCreatedAtFollowsInsertOrder: a transaction that began first but
+// writes after another committed gets the later created_at, because the
+// relay publishes a FIFO group in created_at order and transitions of one
+// task write their events in row-lock order, not in begin order.
+func TestCreatedAtFollowsInsertOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	early, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = early.Rollback(context.WithoutCancel(ctx)) }()
+	_, err = early.Exec(ctx, `SELECT now()`) // fixes the early transaction's now()
+	require.NoError(t, err)
+	time.Sleep(5 * time.Millisecond)
+
+	first, second := fifoEvent(t), fifoEvent(t)
+	second.MessageGroup = first.MessageGroup
+	require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error { return outbox.Write(ctx, tx, first) }))
+	require.NoError(t, outbox.Write(ctx, early, second))
+	require.NoError(t, early.Commit(ctx))
+
+	var order []string
+	rows, err := b.pool.Query(ctx, `SELECT event_id::text FROM outbox_events ORDER BY created_at, event_id`)
+	require.NoError(t, err)
+	order, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{first.Envelope.EventID, second.Envelope.EventID}, order)
 }
