@@ -57,6 +57,7 @@ type options struct {
 	logFormat string
 	workers   int
 	sim       providersim.Options
+	logTo     io.Writer // stderr when nil
 }
 
 func defaultOptions() options {
@@ -113,6 +114,9 @@ func start(ctx context.Context, o options) (*environment, error) {
 		return nil, err
 	}
 	logger := telemetry.NewLogger(o.logFormat)
+	if o.logTo != nil {
+		logger = slog.New(slog.NewJSONHandler(o.logTo, nil))
+	}
 	e := &environment{done: make(chan error, 2), models: svc.API.Models}
 	ok := false
 	defer func() {
@@ -236,7 +240,7 @@ func start(ctx context.Context, o options) (*environment, error) {
 	}
 
 	// The API.
-	srv := api.New(api.Options{Pool: pool, Blob: store, Callbacks: []api.CallbackParser{client}, Limits: svc.API,
+	srv := api.New(api.Options{Pool: pool, Redis: rdb, Blob: store, Callbacks: []api.CallbackParser{client}, Limits: svc.API,
 		Models: svc.API.Models, Price: billing.DefaultPrice, Logger: logger.With(slog.String("component", "api"))})
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = httpSrv.Serve(ln) }()

@@ -4,8 +4,9 @@
 // tenants.
 //
 // Build one with [New], serve [Server.Handler], and run [Server.Run] for as
-// long as the event stream should work: it holds the PostgreSQL LISTEN
-// connection that feeds GET /v1/events.
+// long as the event stream should work: it holds the one Redis pattern
+// subscription, on every tenant's channel, that feeds GET /v1/events. The
+// notify stage publishes there (see package live).
 //
 // # Guarantees
 //
@@ -27,13 +28,25 @@
 // task that does not exist.
 //
 // GET /v1/events delivers, while a stream stays open, every state change of
-// the tenant's tasks committed after the stream's response headers were
-// sent, in commit order, hence in version order per task. It is a live view,
-// not a log: there is no replay, and a stream that closes (the client was
-// too slow, the server's database listener reconnected, the server stopped)
-// may have missed changes. Clients reconnect and read the tasks they care
-// about with GET /v1/generations/{id}. The task's version orders changes;
-// drop any change whose version is not above the last one seen.
+// the tenant's tasks that the notify stage publishes after the stream's
+// response headers were sent, and only the tenant's own. A task's changes
+// arrive in version order: the task.state.changed topic is FIFO per task,
+// and one notify consumer at a time handles a task's message group. A
+// change may arrive more than once, because the notify stage runs at least
+// once per event; a repeat has the same id (<task_id>:<version>) and
+// event_id, so clients drop any change whose version is not above the last
+// one they saw of that task. Changes of different tasks have no order
+// between them.
+//
+// It is a live view, not a log: there is no replay, and a stream that
+// closes (the client was too slow, the server's Redis subscription failed,
+// the server stopped) may have missed changes. Clients reconnect and read
+// the tasks they care about with GET /v1/generations/{id}. Publishing never
+// waits for a stream, so a slow or absent client never slows the chain.
+//
+// GET /v1/generations/{id} reports, for a task in PROVIDER_RUNNING, the
+// progress the poll stage last recorded in Redis when there is one; the
+// stored progress otherwise, and when Redis does not answer.
 //
 // # Errors
 //

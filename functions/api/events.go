@@ -11,8 +11,8 @@ import (
 )
 
 const (
-	// streamOpenWait is how long a new stream waits for the database
-	// listener (at start-up or while it reconnects) before a 503.
+	// streamOpenWait is how long a new stream waits for the Redis
+	// subscription (at start-up or while it is renewed) before a 503.
 	streamOpenWait = 5 * time.Second
 	// streamWriteTimeout bounds one write to a stream; a client that takes
 	// longer is gone or too slow, and its stream ends.
@@ -20,14 +20,15 @@ const (
 )
 
 // streamEvents serves GET /v1/events: the tenant's task.state.changed
-// events as server-sent events, live, in commit order (see the package
-// documentation for the guarantee). Frames:
+// events as server-sent events, live, in order per task, possibly
+// repeated (see the package documentation for the guarantee). Frames:
 //
 //	id: <task_id>:<version>
 //	event: task.state.changed
-//	data: {"task_id":...,"tenant_id":...,"from":...,"to":...,"version":...,"progress":...,"at":...}
+//	data: {"event_id":...,"task_id":...,"tenant_id":...,"from":...,"to":...,"version":...,"progress":...,"error_code":...,"at":...}
 //
 // plus a comment line every heartbeat so proxies keep the connection open.
+// A Last-Event-ID header changes nothing: there is no replay.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, p tenant.Principal) *apiError {
 	ctx := r.Context()
 	wctx, cancel := context.WithTimeout(ctx, streamOpenWait)

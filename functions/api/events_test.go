@@ -5,14 +5,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aivedio/pipeline/functions/api"
+	"github.com/aivedio/pipeline/shared/live"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
 )
@@ -24,11 +29,21 @@ type sseEvent struct {
 type stream struct {
 	events   chan sseEvent
 	comments chan string
+	close    func() // ends the stream from the client's side; idempotent
 }
 
 // openStream opens GET /v1/events and returns once the server said it is
-// connected: every change committed from then on is delivered.
+// connected: every change published from then on is delivered.
 func (b *testBundle) openStream(t *testing.T, key string) *stream {
+	t.Helper()
+	s, status := b.tryOpenStream(t, key)
+	require.Equal(t, http.StatusOK, status)
+	return s
+}
+
+// tryOpenStream is openStream that reports a refusal: no stream and the
+// status code.
+func (b *testBundle) tryOpenStream(t *testing.T, key string) (*stream, int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.http.URL+"/v1/events", nil)
@@ -36,7 +51,12 @@ func (b *testBundle) openStream(t *testing.T, key string) *stream {
 	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := b.http.Client().Do(req)
 	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		cancel()
+		return nil, resp.StatusCode
+	}
 	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
 
 	s := &stream{events: make(chan sseEvent, 100), comments: make(chan string, 100)}
@@ -67,18 +87,19 @@ func (b *testBundle) openStream(t *testing.T, key string) *stream {
 			}
 		}
 	})
-	t.Cleanup(func() {
+	s.close = sync.OnceFunc(func() {
 		cancel()
 		_ = resp.Body.Close()
 		wg.Wait()
 	})
+	t.Cleanup(s.close)
 	select {
 	case c := <-s.comments:
 		require.Equal(t, "connected", c)
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stream did not say it is connected")
 	}
-	return s
+	return s, resp.StatusCode
 }
 
 // next returns the next event, failing after a while.
@@ -94,6 +115,13 @@ func (s *stream) next(t *testing.T) sseEvent {
 	return sseEvent{}
 }
 
+// change is the change of a task to version v, as the notify stage
+// publishes it.
+func change(tenantID, taskID uuid.UUID, v int64, from, to task.Status) live.Change {
+	return live.Change{EventID: uuid.NewString(), TaskID: taskID, TenantID: tenantID, From: string(from), To: string(to),
+		Version: v, At: time.Now().UTC().Truncate(time.Millisecond)}
+}
+
 func TestEventsStreamTheTenantsChangesInOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -102,44 +130,90 @@ func TestEventsStreamTheTenantsChangesInOrder(t *testing.T) {
 	tenantB, keyB := b.tenant(t, 1000, tenant.RoleTenant)
 	streamA := b.openStream(t, keyA)
 	streamB := b.openStream(t, keyB)
+	taskA, taskB := uuid.New(), uuid.New()
 
-	// B's changes are committed between A's, so a leak would show up
-	// before A's last event.
-	taskB := b.createTask(t, keyB)
-	taskA := b.createTask(t, keyA)
-	b.move(t, taskB, task.Submitting)
-	b.move(t, taskA, task.Submitting, task.ProviderRunning)
-	require.Equal(t, http.StatusAccepted, b.cancel(t, keyA, taskA).status)
-	b.move(t, taskA, task.Fetching, task.MediaProcessing, task.Succeeded)
-
-	want := []task.Status{task.Queued, task.Submitting, task.ProviderRunning, task.Fetching, task.MediaProcessing, task.Succeeded}
-	for i, to := range want {
-		ev := streamA.next(t)
-		version := i + 1
-		require.Equal(t, "task.state.changed", ev.event)
-		require.Equal(t, fmt.Sprintf("%s:%d", taskA, version), ev.id)
-		var change task.StateChanged
-		require.NoError(t, json.Unmarshal([]byte(ev.data), &change))
-		require.Equal(t, taskA, change.TaskID, "only tenant A's task")
-		require.Equal(t, tenantA, change.TenantID)
-		require.Equal(t, to, change.To)
-		require.EqualValues(t, version, change.Version)
+	statuses := []task.Status{task.Queued, task.Submitting, task.ProviderRunning, task.Fetching, task.MediaProcessing, task.Succeeded}
+	var want []live.Change
+	for i, to := range statuses {
+		var from task.Status
 		if i > 0 {
-			require.Equal(t, want[i-1], change.From)
+			from = statuses[i-1]
+		}
+		want = append(want, change(tenantA, taskA, int64(i+1), from, to))
+	}
+	// The notify stage runs at least once: the third change arrives twice,
+	// with the same event id.
+	want = slices.Insert(want, 3, want[2])
+
+	// B's changes, a change on A's channel that names B, and a payload
+	// that is not a change are published between A's: a leak would show
+	// up before A's last change.
+	impostor, err := json.Marshal(change(tenantB, uuid.New(), 1, "", task.Queued))
+	require.NoError(t, err)
+	for i, c := range want {
+		b.publish(t, c)
+		switch i {
+		case 0:
+			b.publish(t, change(tenantB, taskB, 1, "", task.Queued))
+		case 1:
+			require.NoError(t, b.rdb.Publish(t.Context(), live.Channel(tenantA), impostor).Err())
+		case 2:
+			require.NoError(t, b.rdb.Publish(t.Context(), live.Channel(tenantA), "not a change").Err())
+		case 3:
+			b.publish(t, change(tenantB, taskB, 2, task.Queued, task.Submitting))
 		}
 	}
 
-	for _, to := range []task.Status{task.Queued, task.Submitting} {
-		var change task.StateChanged
-		require.NoError(t, json.Unmarshal([]byte(streamB.next(t).data), &change))
-		require.Equal(t, taskB, change.TaskID)
-		require.Equal(t, tenantB, change.TenantID)
-		require.Equal(t, to, change.To)
+	for _, w := range want {
+		ev := streamA.next(t)
+		require.Equal(t, "task.state.changed", ev.event)
+		require.Equal(t, fmt.Sprintf("%s:%d", taskA, w.Version), ev.id)
+		var got live.Change
+		require.NoError(t, json.Unmarshal([]byte(ev.data), &got))
+		require.Equal(t, w, got, "tenant A's changes, in order, whole")
 	}
-	select {
-	case ev := <-streamB.events:
-		t.Fatalf("tenant B received another event: %+v", ev)
-	case <-time.After(100 * time.Millisecond):
+	for _, v := range []int64{1, 2} {
+		var got live.Change
+		require.NoError(t, json.Unmarshal([]byte(streamB.next(t).data), &got))
+		require.Equal(t, taskB, got.TaskID)
+		require.Equal(t, tenantB, got.TenantID)
+		require.Equal(t, v, got.Version)
+	}
+	for name, s := range map[string]*stream{"A": streamA, "B": streamB} {
+		select {
+		case ev := <-s.events:
+			t.Fatalf("tenant %s received another event: %+v", name, ev)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func TestEventsAreBoundedPerTenant(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.runEvents(t)
+	_, key := b.tenant(t, 0, tenant.RoleTenant)
+	_, other := b.tenant(t, 0, tenant.RoleTenant)
+	streams := make([]*stream, api.MaxStreamsPerTenant)
+	for i := range streams {
+		streams[i] = b.openStream(t, key)
+	}
+
+	r := b.do(t, http.MethodGet, "/v1/events", key, "")
+	require.Equal(t, http.StatusTooManyRequests, r.status)
+	require.Equal(t, "too_many_streams", r.errorCode(t))
+	b.openStream(t, other) // other tenants are not affected
+
+	// A stream the client closes frees its place, once the server has
+	// noticed.
+	streams[0].close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, status := b.tryOpenStream(t, key); status == http.StatusOK {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the closed stream still counts")
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -157,7 +231,7 @@ func TestEventsSendHeartbeats(t *testing.T) {
 	}
 }
 
-func TestEventsWithoutTheListenerAre503(t *testing.T) {
+func TestEventsWithoutTheSubscriptionAre503(t *testing.T) {
 	t.Parallel()
 	b := setup(t) // no runEvents
 	_, key := b.tenant(t, 0, tenant.RoleTenant)

@@ -17,13 +17,16 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aivedio/pipeline/functions/api"
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/live"
 	"github.com/aivedio/pipeline/shared/provider"
+	"github.com/aivedio/pipeline/shared/servicetest"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
 )
@@ -37,17 +40,24 @@ const (
 
 type testBundle struct {
 	pool *pgxpool.Pool
+	rdb  *redis.Client
 	srv  *api.Server
 	http *httptest.Server
 }
 
-// setup starts a server on a fresh schema. Its event listener runs only
-// after runEvents.
+// setup starts a server on a fresh schema and the test Redis. Its event
+// subscription runs only after runEvents.
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	pool := dbtest.TestSchema(t)
+	return setupWith(t, dbtest.TestSchema(t), newRedis(t))
+}
+
+// setupWith starts a server on pool and rdb.
+func setupWith(t *testing.T, pool *pgxpool.Pool, rdb *redis.Client) *testBundle {
+	t.Helper()
 	srv := api.New(api.Options{
 		Pool:       pool,
+		Redis:      rdb,
 		Blob:       fakePresigner{},
 		Callbacks:  []api.CallbackParser{fakeParser{}},
 		Limits:     config.API{MaxBodyBytes: maxBodyBytes, MaxPromptChars: maxPromptChars, DownloadTTL: 15 * time.Minute},
@@ -59,10 +69,30 @@ func setup(t *testing.T) *testBundle {
 	})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &testBundle{pool: pool, srv: srv, http: hs}
+	return &testBundle{pool: pool, rdb: rdb, srv: srv, http: hs}
 }
 
-// runEvents runs the server's event listener until the test ends.
+// newRedis connects to the test Redis (REDIS_URL); the client is closed
+// when the test ends. Pub/sub ignores the database number, so every test
+// uses its own tenants, never a fixed channel.
+func newRedis(t *testing.T) *redis.Client {
+	t.Helper()
+	opts, err := redis.ParseURL(servicetest.Env(t, "Redis", "REDIS_URL"))
+	require.NoError(t, err)
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// publish pushes a change to its tenant's subscribers, as the notify stage
+// does.
+func (b *testBundle) publish(t *testing.T, c live.Change) {
+	t.Helper()
+	_, err := live.Publish(t.Context(), b.rdb, c)
+	require.NoError(t, err)
+}
+
+// runEvents runs the server's event subscription until the test ends.
 func (b *testBundle) runEvents(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))

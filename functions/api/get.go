@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/live"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
 )
@@ -111,6 +112,9 @@ func (s *Server) getGeneration(w http.ResponseWriter, r *http.Request, p tenant.
 	if err != nil {
 		return s.internal(ctx, "read generation", err)
 	}
+	if v.Status == task.ProviderRunning {
+		v.Progress = s.liveProgress(ctx, id, v.Progress)
+	}
 	s.presign(ctx, v.Outputs)
 	w.Header().Set("Cache-Control", "no-store") // it may hold presigned URLs
 	writeJSON(w, http.StatusOK, v)
@@ -166,6 +170,29 @@ func readOutputs(ctx context.Context, tx pgx.Tx, tenantID, id uuid.UUID) ([]outp
 		out = []output{}
 	}
 	return out, err
+}
+
+// progressTimeout bounds the Redis read of a task's live progress: a
+// number that only decorates the answer is not worth a slow one.
+const progressTimeout = time.Second
+
+// liveProgress is the progress the poll stage recorded in Redis for a
+// running task, which is fresher than the column (written only on
+// transitions). Without one, or when Redis fails, it is stored: a missing
+// decoration is logged, never a failed request.
+func (s *Server) liveProgress(ctx context.Context, id uuid.UUID, stored int) int {
+	pctx, cancel := context.WithTimeout(ctx, progressTimeout)
+	defer cancel()
+	p, ok, err := live.Progress(pctx, s.rdb, id)
+	if err != nil {
+		s.log.WarnContext(ctx, "read live progress; answering the stored progress", slog.String("task_id", id.String()),
+			slog.String("error", err.Error()), slog.String("request_id", requestID(ctx)))
+		return stored
+	}
+	if !ok {
+		return stored
+	}
+	return p
 }
 
 // presign adds download URLs. A URL that cannot be made is left out and

@@ -3,10 +3,13 @@ package api_test
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/live"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
 )
@@ -104,4 +107,45 @@ func TestGetWithAMalformedIDIs400(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, r.status, id)
 		require.Equal(t, "invalid_id", r.errorCode(t))
 	}
+}
+
+func TestGetShowsLiveProgressWhileTheProviderRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, key := b.tenant(t, 1000, tenant.RoleTenant)
+	queued := b.createTask(t, key)
+	running := b.createTask(t, key)
+	b.move(t, running, task.Submitting, task.ProviderRunning)
+	for _, id := range []uuid.UUID{queued, running} {
+		// The key expires by itself: no cleanup.
+		require.NoError(t, live.SetProgress(t.Context(), b.rdb, id, 42, time.Minute))
+	}
+
+	got := b.do(t, http.MethodGet, "/v1/generations/"+running.String(), key, "").json(t)
+	require.Equal(t, "PROVIDER_RUNNING", got["status"])
+	require.EqualValues(t, 42, got["progress"], "the poll stage's progress, not the column's 0")
+
+	got = b.do(t, http.MethodGet, "/v1/generations/"+queued.String(), key, "").json(t)
+	require.EqualValues(t, 0, got["progress"], "live progress counts only while the provider runs")
+
+	other := b.createTask(t, key)
+	b.move(t, other, task.Submitting, task.ProviderRunning)
+	got = b.do(t, http.MethodGet, "/v1/generations/"+other.String(), key, "").json(t)
+	require.EqualValues(t, 0, got["progress"], "no live progress recorded: the column")
+}
+
+func TestGetFallsBackToTheStoredProgressWhenRedisFails(t *testing.T) {
+	t.Parallel()
+	rdb := newRedis(t)
+	b := setupWith(t, dbtest.TestSchema(t), rdb)
+	_, key := b.tenant(t, 1000, tenant.RoleTenant)
+	id := b.createTask(t, key)
+	b.move(t, id, task.Submitting, task.ProviderRunning)
+	_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET progress = 7 WHERE task_id = $1`, id)
+	require.NoError(t, err)
+	require.NoError(t, rdb.Close())
+
+	r := b.do(t, http.MethodGet, "/v1/generations/"+id.String(), key, "")
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	require.EqualValues(t, 7, r.json(t)["progress"])
 }

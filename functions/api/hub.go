@@ -6,19 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/aivedio/pipeline/shared/catalog"
-	"github.com/aivedio/pipeline/shared/task"
+	"github.com/aivedio/pipeline/shared/live"
 )
 
 const (
@@ -27,52 +24,58 @@ const (
 	streamBuffer = 64
 	// maxStreamsPerTenant bounds the streams one tenant holds open.
 	maxStreamsPerTenant = 32
-	// listenCheck is how long the listener waits for a notification before
-	// it pings the database, so a silently dead connection is noticed.
-	listenCheck = 30 * time.Second
-	// connectTimeout bounds connecting and LISTEN; pingTimeout one ping.
-	connectTimeout = 10 * time.Second
-	pingTimeout    = 5 * time.Second
+	// receiveCheck is how long the hub waits for a message before it pings
+	// Redis, and then how long it waits for anything, the answer included:
+	// a connection that died without a FIN or RST surfaces as an error
+	// within two of these. go-redis does not do this for us: only
+	// PubSub.Channel pings, and it then reconnects without telling, which
+	// would hide the changes lost meanwhile.
+	receiveCheck = 15 * time.Second
+	// subscribeTimeout bounds connecting and subscribing; pingTimeout the
+	// sending of one ping.
+	subscribeTimeout = 10 * time.Second
+	pingTimeout      = 5 * time.Second
 )
 
 // Reasons the hub closes a stream, also the label of
 // api_event_streams_closed_total.
 const (
-	closedTooSlow      = "too_slow"
+	closedTooSlow = "too_slow"
+	// closedListenerLost: the Redis subscription failed. The value keeps
+	// the name it had when PostgreSQL fed the hub, so that the metric's
+	// series continue.
 	closedListenerLost = "listener_lost"
 	closedShutdown     = "shutdown"
 )
 
 var (
-	errNotListening   = errors.New("event listener not connected")
+	errNotSubscribed  = errors.New("event subscription not active")
 	errTooManyStreams = errors.New("too many event streams for the tenant")
 )
 
-// hub holds the one LISTEN connection on task.NotifyChannel and fans its
-// notifications out to the streams of each tenant.
+// hub holds one Redis pattern subscription on every tenant's channel
+// ([live.AllTenants]) and fans the changes the notify stage publishes out
+// to the streams of each tenant.
 //
-// Notifications arrive in commit order (PostgreSQL delivers those of
-// different transactions in the order they committed) and the hub hands
-// each to every stream of its tenant before reading the next, so every
-// stream sees its tenant's changes in commit order. It never waits for a
-// stream: one whose buffer is full is closed. A stream is also closed when
-// the listener loses its connection, because notifications sent while it
-// reconnects are lost; a stream that stays open has missed nothing since it
-// opened.
+// One connection delivers messages in the order Redis received them, and
+// the notify stage publishes a task's changes in order, one at a time (a
+// FIFO topic, one consumer per message group). The hub hands each message
+// to every stream of its tenant before reading the next, so every stream
+// sees a task's changes in version order, possibly one twice (the notify
+// stage runs at least once). It never waits for a stream: one whose buffer
+// is full is closed. A stream is also closed when the subscription fails,
+// because Redis keeps nothing for an absent subscriber; a stream that
+// stays open has missed nothing since it opened.
 type hub struct {
-	pool    *pgxpool.Pool
+	rdb     redis.UniversalClient
 	log     *slog.Logger
 	metrics *metrics
-	check   time.Duration // listenCheck; shorter in tests
+	check   time.Duration // receiveCheck; shorter in tests
 
-	// backendPID is the listening connection's server process, 0 when
-	// not connected: what an operator looks for in pg_stat_activity.
-	backendPID atomic.Uint32
-
-	mu        sync.Mutex
-	subs      map[uuid.UUID]map[*subscriber]struct{}
-	listening bool
-	up        chan struct{} // closed while listening
+	mu         sync.Mutex
+	subs       map[uuid.UUID]map[*subscriber]struct{}
+	subscribed bool
+	up         chan struct{} // closed while subscribed
 }
 
 // subscriber is one open stream. The hub sends it ready-made SSE frames
@@ -83,12 +86,12 @@ type subscriber struct {
 	reason   string
 }
 
-func newHub(pool *pgxpool.Pool, log *slog.Logger, m *metrics) *hub {
-	return &hub{pool: pool, log: log, metrics: m, check: listenCheck, subs: map[uuid.UUID]map[*subscriber]struct{}{}, up: make(chan struct{})}
+func newHub(rdb redis.UniversalClient, log *slog.Logger, m *metrics) *hub {
+	return &hub{rdb: rdb, log: log, metrics: m, check: receiveCheck, subs: map[uuid.UUID]map[*subscriber]struct{}{}, up: make(chan struct{})}
 }
 
 // subscribe opens a stream for the tenant, waiting until ctx ends for the
-// listener to be connected.
+// Redis subscription to be active.
 func (h *hub) subscribe(ctx context.Context, tenantID uuid.UUID) (*subscriber, error) {
 	h.mu.Lock()
 	up := h.up
@@ -96,12 +99,12 @@ func (h *hub) subscribe(ctx context.Context, tenantID uuid.UUID) (*subscriber, e
 	select {
 	case <-up:
 	case <-ctx.Done():
-		return nil, errNotListening
+		return nil, errNotSubscribed
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.listening {
-		return nil, errNotListening
+	if !h.subscribed {
+		return nil, errNotSubscribed
 	}
 	subs := h.subs[tenantID]
 	if len(subs) >= maxStreamsPerTenant {
@@ -159,20 +162,20 @@ func (h *hub) remove(s *subscriber) {
 	h.metrics.streamEnded()
 }
 
-// setListening records whether notifications are flowing. Going down
-// drops every stream with reason: from now on they would miss changes.
-func (h *hub) setListening(on bool, reason string) {
+// setSubscribed records whether changes are flowing. Going down drops
+// every stream with reason: from now on they would miss changes.
+func (h *hub) setSubscribed(on bool, reason string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if on {
-		if !h.listening {
-			h.listening = true
+		if !h.subscribed {
+			h.subscribed = true
 			close(h.up)
 		}
 		return
 	}
-	if h.listening {
-		h.listening = false
+	if h.subscribed {
+		h.subscribed = false
 		h.up = make(chan struct{})
 	}
 	for _, subs := range h.subs {
@@ -182,24 +185,25 @@ func (h *hub) setListening(on bool, reason string) {
 	}
 }
 
-// run listens until ctx ends, reconnecting with exponential backoff.
+// run holds the subscription until ctx ends, subscribing again with
+// exponential backoff after failures.
 func (h *hub) run(ctx context.Context) error {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = 500 * time.Millisecond
 	b.MaxInterval = 30 * time.Second
-	defer h.setListening(false, closedShutdown)
+	defer h.setSubscribed(false, closedShutdown)
 	for {
-		connected, err := h.listen(ctx)
+		subscribed, err := h.listen(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		h.setListening(false, closedListenerLost)
+		h.setSubscribed(false, closedListenerLost)
 		h.metrics.listenFailed()
-		if connected {
+		if subscribed {
 			b.Reset()
 		}
 		wait := b.NextBackOff()
-		h.log.WarnContext(ctx, "event listener failed; open streams were closed, reconnecting",
+		h.log.WarnContext(ctx, "event subscription failed; open streams were closed, subscribing again",
 			slog.String("error", err.Error()), slog.Duration("retry_in", wait))
 		select {
 		case <-time.After(wait):
@@ -209,76 +213,99 @@ func (h *hub) run(ctx context.Context) error {
 	}
 }
 
-// listen holds one connection until it fails or ctx ends. connected
-// reports whether it got as far as LISTEN.
-func (h *hub) listen(ctx context.Context) (connected bool, err error) {
-	cfg := h.pool.Config().ConnConfig.Copy()
-	// On a timeout, a deadline on the socket rather than a cancel request:
-	// the periodic wait below times out on purpose, and the connection
-	// must survive it.
-	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
-		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
-	}
-	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+// listen holds one subscription until it fails or ctx ends. subscribed
+// reports whether Redis confirmed it. It always returns an error.
+func (h *hub) listen(ctx context.Context) (subscribed bool, err error) {
+	sctx, cancel := context.WithTimeout(ctx, subscribeTimeout)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(cctx, cfg)
+	// PSubscribe only sends the command (and keeps its error to itself);
+	// the confirmation below is what proves the subscription exists.
+	ps := h.rdb.PSubscribe(sctx, live.AllTenants)
+	defer func() { _ = ps.Close() }()
+	// A read in progress does not watch ctx; closing the PubSub ends it.
+	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
+	defer stop()
+
+	msg, err := ps.ReceiveTimeout(sctx, subscribeTimeout)
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
 	if err != nil {
-		return false, fmt.Errorf("connect: %w", err)
+		return false, fmt.Errorf("subscribe to %s: %w", live.AllTenants, err)
 	}
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingTimeout)
-		defer cancel()
-		_ = conn.Close(closeCtx)
-	}()
-	if _, err := conn.Exec(cctx, "LISTEN "+pgx.Identifier{task.NotifyChannel}.Sanitize()); err != nil {
-		return false, fmt.Errorf("listen on %s: %w", task.NotifyChannel, err)
+	if sub, ok := msg.(*redis.Subscription); !ok || sub.Kind != "psubscribe" {
+		return false, fmt.Errorf("subscribe to %s: unexpected first reply %v", live.AllTenants, msg)
 	}
-	h.backendPID.Store(conn.PgConn().PID())
-	defer h.backendPID.Store(0)
-	h.setListening(true, "")
-	h.log.InfoContext(ctx, "event listener connected", slog.String("channel", task.NotifyChannel),
-		slog.Uint64("backend_pid", uint64(conn.PgConn().PID())))
+	h.setSubscribed(true, "")
+	h.log.InfoContext(ctx, "event subscription active", slog.String("pattern", live.AllTenants))
+
+	pinged := false
 	for {
-		wctx, cancel := context.WithTimeout(ctx, h.check)
-		n, err := conn.WaitForNotification(wctx)
-		cancel()
+		msg, err := ps.ReceiveTimeout(ctx, h.check)
 		switch {
-		case err == nil:
-			h.deliver(ctx, n.Payload)
 		case ctx.Err() != nil:
 			return true, ctx.Err()
-		case pgconn.Timeout(err):
+		case isTimeout(err) && !pinged:
+			// Quiet for a while: make Redis answer, so that a dead
+			// connection shows up as a second timeout.
 			pctx, cancel := context.WithTimeout(ctx, pingTimeout)
-			err = conn.Ping(pctx)
+			err = ps.Ping(pctx)
 			cancel()
 			if err != nil {
 				return true, fmt.Errorf("ping: %w", err)
 			}
+			pinged = true
+		case isTimeout(err):
+			return true, fmt.Errorf("nothing from Redis within %s of a ping", h.check)
+		case err != nil:
+			return true, fmt.Errorf("receive: %w", err)
 		default:
-			return true, fmt.Errorf("wait for notification: %w", err)
+			pinged = false
+			switch m := msg.(type) {
+			case *redis.Message:
+				h.deliver(ctx, m.Channel, m.Payload)
+			case *redis.Subscription:
+				// go-redis reconnects and subscribes again by itself when
+				// it deems a connection unusable; whatever was published
+				// in between is lost, so this counts as a failure.
+				return true, fmt.Errorf("the client renewed the subscription (%s): changes may have been missed", m)
+			}
 		}
 	}
 }
 
-// deliver turns one notification into an SSE frame for its tenant.
-func (h *hub) deliver(ctx context.Context, payload string) {
-	var change task.StateChanged
-	if err := json.Unmarshal([]byte(payload), &change); err != nil || change.TenantID == uuid.Nil || change.TaskID == uuid.Nil {
-		h.log.WarnContext(ctx, "ignoring a malformed state-change notification", slog.Int("bytes", len(payload)))
+// isTimeout tells a read deadline that passed from a failed connection.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// deliver turns one published change into an SSE frame for its tenant.
+// The tenant is the channel's: a payload that names another tenant is
+// refused, so a mistake in a publisher cannot show a change to the wrong
+// tenant.
+func (h *hub) deliver(ctx context.Context, channel, payload string) {
+	tenantID, ok := live.TenantOf(channel)
+	change, err := live.Decode(payload)
+	if !ok || err != nil || change.TenantID != tenantID || change.TaskID == uuid.Nil {
+		h.log.WarnContext(ctx, "ignoring a malformed state change", slog.String("channel", channel), slog.Int("bytes", len(payload)))
 		return
 	}
+	// Encoded again rather than passed on: the data line holds exactly the
+	// fields of live.Change, and JSON from json.Marshal has no newline that
+	// would end the event early.
 	data, err := json.Marshal(change)
 	if err != nil {
 		h.log.WarnContext(ctx, "ignoring a state change that does not encode", slog.String("task_id", change.TaskID.String()))
 		return
 	}
-	h.dispatch(change.TenantID, frame(change, data))
+	h.dispatch(tenantID, frame(change, data))
 }
 
 // frame is the server-sent event of one change. Its id is
-// <task_id>:<version>: unique, and it names the change without a lookup
-// (task_events.event_seq is not in the notification, and being assigned at
-// insert rather than commit it would not be ordered either).
-func frame(change task.StateChanged, data []byte) []byte {
+// <task_id>:<version>: it names the change, and a repeat of it (the notify
+// stage runs at least once) carries the same id. The data's event_id names
+// the task.state.changed event it came from.
+func frame(change live.Change, data []byte) []byte {
 	return fmt.Appendf(nil, "id: %s:%d\nevent: %s\ndata: %s\n\n", change.TaskID, change.Version, catalog.EventTaskStateChanged, data)
 }

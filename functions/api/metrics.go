@@ -35,7 +35,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"reason"}),
 		listenFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "api_event_listener_failures_total",
-			Help: "Times the PostgreSQL LISTEN connection behind the event streams failed and reconnected.",
+			Help: "Times the Redis subscription behind the event streams failed and was renewed.",
 		}),
 	}
 	reg.MustRegister(m.requests, m.streams, m.streamsClosed, m.listenFailures)

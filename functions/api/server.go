@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/blob"
@@ -25,6 +26,10 @@ type Presigner interface {
 // Options are what a Server needs.
 type Options struct {
 	Pool *pgxpool.Pool
+	// Redis carries the live view: the state changes the notify stage
+	// publishes, which feed GET /v1/events, and the progress of running
+	// tasks, which GET /v1/generations/{id} reports.
+	Redis redis.UniversalClient
 	// Blob presigns output downloads. Without one, outputs are listed with
 	// no download URL.
 	Blob Presigner
@@ -48,6 +53,7 @@ type Options struct {
 // Server is the public API. Its handler is safe for concurrent use.
 type Server struct {
 	pool        *pgxpool.Pool
+	rdb         redis.UniversalClient
 	blob        Presigner
 	callbacks   map[string]CallbackParser
 	limits      config.API
@@ -69,10 +75,14 @@ const dbTimeout = 10 * time.Second
 var origin = task.Origin{Producer: "api"}
 
 // New builds a Server. It panics on a programming error: no pool, no
-// models, a model that costs nothing, or two parsers for one provider.
+// Redis, no models, a model that costs nothing, or two parsers for one
+// provider.
 func New(o Options) *Server {
 	if o.Pool == nil {
 		panic("api.New: Pool is required")
+	}
+	if o.Redis == nil {
+		panic("api.New: Redis is required")
 	}
 	if len(o.Models) == 0 {
 		panic("api.New: Models must list at least one model")
@@ -101,6 +111,7 @@ func New(o Options) *Server {
 	}
 	s := &Server{
 		pool:      o.Pool,
+		rdb:       o.Redis,
 		blob:      o.Blob,
 		callbacks: map[string]CallbackParser{},
 		limits:    o.Limits,
@@ -127,7 +138,7 @@ func New(o Options) *Server {
 		s.log.Warn("API_DOWNLOAD_URL_TTL exceeds the presign limit; using the limit",
 			slog.Duration("configured", o.Limits.DownloadTTL), slog.Duration("used", s.downloadTTL))
 	}
-	s.hub = newHub(o.Pool, s.log.With(slog.String("component", "event_listener")), s.metrics)
+	s.hub = newHub(o.Redis, s.log.With(slog.String("component", "event_listener")), s.metrics)
 	s.handler = s.routes()
 	return s
 }
@@ -135,10 +146,10 @@ func New(o Options) *Server {
 // Handler is the API's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Run holds the database listener that feeds GET /v1/events until ctx
-// ends, reconnecting with backoff after failures; it returns nil then.
-// Call it once per Server. Without Run, event streams answer 503. When Run
-// returns, every open stream has been closed.
+// Run holds the Redis subscription that feeds GET /v1/events until ctx
+// ends, subscribing again with backoff after failures; it returns nil
+// then. Call it once per Server. Without Run, event streams answer 503.
+// When Run returns, every open stream has been closed.
 func (s *Server) Run(ctx context.Context) error {
 	return s.hub.run(ctx)
 }

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -37,8 +38,27 @@ type Change struct {
 	At        time.Time `json:"at"`
 }
 
+// tenantPrefix starts every tenant's [Channel].
+const tenantPrefix = KeyPrefix + "tenant:"
+
+// AllTenants is the pattern that matches every tenant's [Channel]: one
+// subscription serves all tenants (the API's event hub holds one per
+// replica, however many streams are open).
+const AllTenants = tenantPrefix + "*"
+
 // Channel is the pub/sub channel of one tenant's changes.
-func Channel(tenantID uuid.UUID) string { return KeyPrefix + "tenant:" + tenantID.String() }
+func Channel(tenantID uuid.UUID) string { return tenantPrefix + tenantID.String() }
+
+// TenantOf returns the tenant whose [Channel] is channel, and false for
+// any other channel, including ones [AllTenants] matches by accident.
+func TenantOf(channel string) (uuid.UUID, bool) {
+	rest, ok := strings.CutPrefix(channel, tenantPrefix)
+	if !ok || len(rest) != 36 {
+		return uuid.Nil, false
+	}
+	id, err := uuid.Parse(rest)
+	return id, err == nil && id != uuid.Nil
+}
 
 // Publish sends c to the tenant's current subscribers and returns how many
 // received it.

@@ -10,11 +10,15 @@
 //	UPDATE generation_tasks SET status = $to, version = version + 1, ...
 //	WHERE task_id = $1 AND status IN (...) AND version = $n
 //
-// in the same transaction it appends a task_events row, writes a
+// in the same transaction it appends a task_events row and writes a
 // task.state.changed event (FIFO per task) plus the caller's downstream
-// events to the outbox, and NOTIFYs listeners (the API's server-sent
-// events). Zero rows updated is [ErrStale]: another delivery moved the task
-// first. The caller re-reads and decides; it never retries blindly.
+// events to the outbox. Zero rows updated is [ErrStale]: another delivery
+// moved the task first. The caller re-reads and decides; it never retries
+// blindly.
+//
+// A transition announces nothing itself: clients watching live learn of it
+// from its task.state.changed event, which the notify stage pushes to them
+// once the relay has published it.
 //
 // A transition the state machine does not allow (say SUCCEEDED to
 // SUBMITTING) is refused before touching the database, with

@@ -14,10 +14,6 @@ import (
 // AggregateType is the envelope aggregate_type of every task event.
 const AggregateType = "generation_task"
 
-// NotifyChannel is the PostgreSQL channel every committed transition is
-// announced on, in commit order; the payload is a [StateChanged] as JSON.
-const NotifyChannel = "task_state_changed"
-
 // Origin is what causes a change: the event a stage is handling, or an API
 // call. Events written because of it carry its correlation and trace, and
 // name its event as their cause.

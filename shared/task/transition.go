@@ -2,7 +2,6 @@ package task
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -50,7 +49,7 @@ type Transition struct {
 
 // Apply moves cur (as read in this or an earlier transaction) to tr.To
 // through tx: the versioned update, the task_events row, the
-// task.state.changed event, tr.Events and a NOTIFY, all or nothing. It
+// task.state.changed event and tr.Events, all or nothing. It
 // returns the task as updated, or [ErrStale] when cur is no longer the
 // task's state and version.
 func Apply(ctx context.Context, tx pgx.Tx, o Origin, cur Task, tr Transition) (Task, error) {
@@ -73,9 +72,9 @@ func Apply(ctx context.Context, tx pgx.Tx, o Origin, cur Task, tr Transition) (T
 	return next, nil
 }
 
-// record appends the timeline row, writes the state-changed and caller's
-// events and announces the change: what every transition, creation
-// included, does after its row is written.
+// record appends the timeline row and writes the state-changed and
+// caller's events: what every transition, creation included, does after
+// its row is written.
 func record(ctx context.Context, tx pgx.Tx, o Origin, from Status, t Task, reason string, events []outbox.Event) error {
 	var causedBy *uuid.UUID
 	if id, err := uuid.Parse(o.EventID); err == nil {
@@ -97,13 +96,6 @@ func record(ctx context.Context, tx pgx.Tx, o Origin, from Status, t Task, reaso
 	}
 	if err := outbox.Write(ctx, tx, append([]outbox.Event{changed}, events...)...); err != nil {
 		return fmt.Errorf("write events of task %s v%d: %w", t.ID, t.Version, err)
-	}
-	note, err := json.Marshal(change)
-	if err != nil {
-		return fmt.Errorf("encode state change: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, string(note)); err != nil {
-		return fmt.Errorf("notify state change of task %s: %w", t.ID, err)
 	}
 	return nil
 }

@@ -1,0 +1,192 @@
+// Command api serves the public HTTP API (functions/api) on API_ADDR and
+// /healthz, /readyz and /metrics on HTTP_ADDR. It reads config.APIServer
+// from the environment (see README.md) and stops cleanly on SIGTERM or
+// interrupt: it stops accepting requests, closes the event streams, lets
+// requests in flight finish for up to shutdownGrace, then exits.
+//
+//	go run ./functions/cmd/api
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/aivedio/pipeline/functions/api"
+	"github.com/aivedio/pipeline/shared/billing"
+	"github.com/aivedio/pipeline/shared/blob"
+	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/provider/replicate"
+	"github.com/aivedio/pipeline/shared/telemetry"
+)
+
+// shutdownGrace bounds how long requests in flight may finish after a
+// stop signal.
+const shutdownGrace = 20 * time.Second
+
+// models are the models a generation may ask for, until the configuration
+// has a list of its own (an API_MODELS variable in config.API).
+var models = []string{
+	"minimax/video-01",
+	"kwaivgi/kling-v2.1",
+	"luma/ray-2-720p",
+	"wan-video/wan-2.2-t2v-fast",
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "api:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	var cfg config.APIServer
+	if err := config.Load(&cfg); err != nil {
+		return err
+	}
+	logger := telemetry.NewLogger(cfg.LogFormat)
+
+	pool, err := openPool(ctx, cfg.Postgres)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	rdb, err := openRedis(cfg.Redis)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rdb.Close() }()
+	store, err := blob.New(ctx, cfg.S3)
+	if err != nil {
+		return err
+	}
+	parsers, err := CallbackParsers(cfg.Provider, logger)
+	if err != nil {
+		return err
+	}
+
+	reg := telemetry.NewRegistry()
+	srv := api.New(api.Options{
+		Pool: pool, Redis: rdb, Blob: store, Callbacks: parsers, Limits: cfg.API,
+		Models: models, Price: billing.DefaultPrice,
+		Logger: logger, Registerer: reg,
+	})
+	// Ready needs both: without PostgreSQL no route works, and without
+	// Redis no event stream opens.
+	ready := func(ctx context.Context) error {
+		if err := pool.Ping(ctx); err != nil {
+			return fmt.Errorf("ping PostgreSQL: %w", err)
+		}
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("ping Redis: %w", err)
+		}
+		return nil
+	}
+	ops, err := telemetry.Listen(cfg.HTTPAddr, reg, ready)
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on API_ADDR %s: %w", cfg.Addr, err)
+	}
+	httpSrv := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		// Event streams lift this per write; everything else answers well
+		// within it.
+		WriteTimeout: 60 * time.Second,
+		IdleTimeout:  2 * time.Minute,
+		ErrorLog:     slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+
+	// Event streams never go idle, so Shutdown would wait out its grace on
+	// them: ending the Redis subscription closes them first.
+	listenCtx, stopListener := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopListener()
+	httpSrv.RegisterOnShutdown(stopListener)
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return ops.Serve(gctx) })
+	g.Go(func() error { return srv.Run(listenCtx) })
+	g.Go(func() error {
+		logger.InfoContext(ctx, "api serving", slog.String("addr", l.Addr().String()), slog.String("ops_addr", ops.Addr()))
+		if err := httpSrv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve API: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		logger.InfoContext(ctx, "api stopping")
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+		defer cancel()
+		err := httpSrv.Shutdown(sctx)
+		stopListener()
+		if err != nil {
+			return fmt.Errorf("shut down API: %w", err)
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+// CallbackParsers builds the verifiers of provider callbacks from the
+// provider configuration: the provider client named by PROVIDER_NAME.
+func CallbackParsers(cfg config.Provider, logger *slog.Logger) ([]api.CallbackParser, error) {
+	switch cfg.Name {
+	case replicate.DefaultName:
+		c, err := replicate.New(replicate.Config{
+			Name: cfg.Name, BaseURL: cfg.BaseURL, APIToken: cfg.APIToken, WebhookSecret: cfg.WebhookSecret,
+			Timeout: cfg.Timeout, Logger: logger.With(slog.String("provider", cfg.Name)),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("provider %s: %w", cfg.Name, err)
+		}
+		if cfg.WebhookSecret == "" {
+			logger.Warn("PROVIDER_WEBHOOK_SECRET is empty: every provider callback will be refused", slog.String("provider", cfg.Name))
+		}
+		return []api.CallbackParser{c}, nil
+	}
+	return nil, fmt.Errorf("PROVIDER_NAME %q names no provider client this build has (known: %s)", cfg.Name, replicate.DefaultName)
+}
+
+func openPool(ctx context.Context, pg config.Postgres) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(pg.URL)
+	if err != nil {
+		return nil, errors.New("DATABASE_URL is not a valid PostgreSQL URL")
+	}
+	pcfg.MaxConns = pg.MaxConns
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	return pool, nil
+}
+
+// openRedis makes the client of the live view. It connects lazily: the
+// event subscription retries until Redis answers, and /readyz reports it.
+// The parse error is not wrapped, as in openPool: it may quote the URL,
+// password included.
+func openRedis(r config.Redis) (*redis.Client, error) {
+	opts, err := redis.ParseURL(r.URL)
+	if err != nil {
+		return nil, errors.New("REDIS_URL is not a valid Redis URL")
+	}
+	return redis.NewClient(opts), nil
+}
