@@ -253,6 +253,9 @@ type Journey struct {
 	SlotsPerModel   int           `envconfig:"SLOTS_PER_MODEL" default:"32" desc:"provider jobs of one model at once"`
 	SlotsPerProv    int           `envconfig:"SLOTS_PER_PROVIDER" default:"64" desc:"provider jobs at one provider at once"`
 	SlotLease       time.Duration `envconfig:"SLOT_LEASE" default:"45m" desc:"a slot not released by then is free again (a crashed stage cannot leak it)"`
+	ScanGrace       time.Duration `envconfig:"RECONCILE_SCAN_GRACE" default:"2m" desc:"how far past its due time a task must be before the scanner re-emits its event"`
+	StuckAfter      time.Duration `envconfig:"RECONCILE_STUCK_AFTER" default:"15m" desc:"a task fetching or processing media this long without change gets its step re-emitted"`
+	OutboxStale     time.Duration `envconfig:"OUTBOX_STALE_AFTER" default:"5m" desc:"an unpublished outbox row this old is reported (metric and log) for alerting"`
 }
 
 // Validate reports the first unusable setting, naming its variable.
@@ -270,6 +273,8 @@ func (j Journey) Validate() error {
 		return errors.New("RECONCILE_DELAY must be positive")
 	case j.SlotsPerTenant < 1 || j.SlotsPerModel < 1 || j.SlotsPerProv < 1:
 		return errors.New("SLOTS_PER_TENANT, SLOTS_PER_MODEL and SLOTS_PER_PROVIDER must be at least 1")
+	case j.ScanGrace <= 0 || j.StuckAfter <= 0 || j.OutboxStale <= 0:
+		return errors.New("RECONCILE_SCAN_GRACE, RECONCILE_STUCK_AFTER and OUTBOX_STALE_AFTER must be positive")
 	case j.SlotLease < j.MaxWait:
 		return errors.New("SLOT_LEASE must be at least GENERATION_MAX_WAIT, or a slot could expire under a running job")
 	}

@@ -153,3 +153,27 @@ func Fail(ctx context.Context, tx pgx.Tx, o Origin, t Task, code, message string
 		Set: Fields{ErrorCode: &code, ErrorMessage: &message}, Events: []outbox.Event{settle}})
 	return err
 }
+
+// Touch records that something was done for cur without changing its
+// state: a reconciler re-emitting a lost event, say. Like a transition it
+// bumps the version, appends a timeline row (from and to the same state)
+// and writes the state-changed event and events, so the action is on record
+// and any in-flight event that checks the version goes stale.
+func Touch(ctx context.Context, tx pgx.Tx, o Origin, cur Task, reason string, events ...outbox.Event) (Task, error) {
+	if cur.Status.Terminal() {
+		return Task{}, fmt.Errorf("%w: %s is terminal (task %s)", ErrIllegalTransition, cur.Status, cur.ID)
+	}
+	next, err := scan(tx.QueryRow(ctx, `UPDATE generation_tasks SET version = version + 1, updated_at = now()
+		WHERE task_id = $1 AND status = $2 AND version = $3
+		RETURNING `+selectColumns, cur.ID, cur.Status, cur.Version))
+	if errors.Is(err, ErrNotFound) {
+		return Task{}, fmt.Errorf("%w: task %s is no longer %s at version %d", ErrStale, cur.ID, cur.Status, cur.Version)
+	}
+	if err != nil {
+		return Task{}, fmt.Errorf("touch task %s: %w", cur.ID, err)
+	}
+	if err := record(ctx, tx, o, cur.Status, next, reason, events); err != nil {
+		return Task{}, err
+	}
+	return next, nil
+}

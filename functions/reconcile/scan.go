@@ -1,0 +1,291 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/task"
+)
+
+// ScanEventType is the CloudEvent type of the periodic trigger (a Knative
+// PingSource, a ticker in `go run ./local`). It carries no envelope: it
+// names no tenant or task, it only says "look now".
+const ScanEventType = "aivedio.reconcile.scan"
+
+// scanBatch bounds the tasks one scanner handles per scan: a backlog is
+// worked off over several scans instead of in one long request.
+const scanBatch = 100
+
+// maxRescues bounds how often the scanner re-emits for one RECONCILING
+// task before handing it to a person: a lookup that keeps failing must not
+// go on for ever.
+const maxRescues = 3
+
+// origin marks what the scanner writes.
+var scanOrigin = task.Origin{Producer: Name}
+
+// ScanReport counts what one scan did.
+type ScanReport struct {
+	Rescued          map[task.Status]int // tasks whose lost event was re-emitted, by state
+	Settled          int                 // terminal tasks whose settlement was asked again
+	NeedsAttention   int
+	StaleOutboxRows  int           // unpublished rows older than OUTBOX_STALE_AFTER
+	OldestUnpublished time.Duration // age of the oldest unpublished row
+}
+
+// Scan looks for tasks whose progress was lost (an event that died with a
+// broker, a delayed wake-up that never came, a stage that crashed after
+// its commit but before its next event) and re-emits the event of their
+// current step; the stage's own checks make a spurious one a no-op. Each
+// rescue is a versioned touch of the task, so it is recorded in
+// task_events and happens once per deadline, not once per scan.
+func (r *reconciler) Scan(ctx context.Context) (ScanReport, error) {
+	rep := ScanReport{Rescued: map[task.Status]int{}}
+	j := r.Journey
+	type scanner struct {
+		status task.Status
+		where  string // SQL condition over generation_tasks, $1 = now
+		emit   func(ctx context.Context, tx pgx.Tx, t task.Task) ([]outbox.Event, error)
+	}
+	submit := func(_ context.Context, _ pgx.Tx, t task.Task) ([]outbox.Event, error) {
+		e, err := scanOrigin.Event(t, catalog.EventSubmitRequested, catalog.GenerationSubmit, "", task.SubmitRequested{TaskID: t.ID, Version: t.Version + 1}, time.Time{})
+		return []outbox.Event{e}, err
+	}
+	ms := func(d time.Duration) string { return fmt.Sprint(d.Milliseconds()) }
+	scanners := []scanner{
+		{task.Queued, `updated_at < $1::timestamptz - interval '1 millisecond' * ` + ms(j.ScanGrace), submit},
+		{task.WaitingRetry, `next_retry_at < $1::timestamptz - interval '1 millisecond' * ` + ms(j.ScanGrace), submit},
+		{task.Submitting, `updated_at < $1::timestamptz - interval '1 millisecond' * ` + ms(r.Timeout+j.ScanGrace), submit},
+		{task.ProviderRunning, `next_poll_at < $1::timestamptz - interval '1 millisecond' * ` + ms(j.ScanGrace), r.lostPoll},
+		{task.Fetching, `updated_at < $1::timestamptz - interval '1 millisecond' * ` + ms(j.StuckAfter), r.lostFetch},
+		{task.MediaProcessing, `updated_at < $1::timestamptz - interval '1 millisecond' * ` + ms(j.StuckAfter), r.lostMedia},
+		{task.Reconciling, `updated_at < $1::timestamptz - interval '1 millisecond' * ` + ms(j.ReconcileAfter*time.Duration(j.ReconcileRounds+1)+j.ScanGrace), r.lostLookup},
+	}
+	now := time.Now()
+	for _, s := range scanners {
+		rows, err := r.Pool.Query(ctx, `SELECT task_id FROM generation_tasks WHERE status = '`+string(s.status)+`' AND `+s.where+`
+			ORDER BY updated_at LIMIT `+fmt.Sprint(scanBatch), now)
+		if err != nil {
+			return rep, fmt.Errorf("scan %s: %w", s.status, err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		if err != nil {
+			return rep, fmt.Errorf("scan %s: %w", s.status, err)
+		}
+		for _, id := range ids {
+			outcome, err := r.rescue(ctx, id, s.status, s.emit)
+			if err != nil {
+				return rep, err
+			}
+			switch outcome {
+			case rescued:
+				rep.Rescued[s.status]++
+			case gaveUp:
+				rep.NeedsAttention++
+			}
+		}
+	}
+	var err error
+	if rep.Settled, err = r.resettle(ctx, now); err != nil {
+		return rep, err
+	}
+	var oldest float64
+	if err := r.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE created_at < $1::timestamptz - interval '1 millisecond' * `+ms(j.OutboxStale)+`),
+			coalesce(extract(epoch FROM $1::timestamptz - min(created_at)), 0)
+		FROM outbox_events WHERE published_at IS NULL AND available_at <= $1::timestamptz`, now).Scan(&rep.StaleOutboxRows, &oldest); err != nil {
+		return rep, fmt.Errorf("scan outbox: %w", err)
+	}
+	rep.OldestUnpublished = time.Duration(oldest * float64(time.Second))
+	if rep.StaleOutboxRows > 0 {
+		r.Logger.WarnContext(ctx, "outbox rows are not being published: is the relay running and the broker reachable?",
+			slog.Int("stale_rows", rep.StaleOutboxRows), slog.Duration("oldest", rep.OldestUnpublished))
+	}
+	return rep, nil
+}
+
+type rescueOutcome int
+
+const (
+	skipped rescueOutcome = iota
+	rescued
+	gaveUp
+)
+
+// errGiveUp asks rescue to hand the task to a person instead.
+var errGiveUp = errors.New("give up")
+
+// rescue re-checks the task under its row lock (it may have moved since
+// the scan read it) and touches it with the events emit returns.
+func (r *reconciler) rescue(ctx context.Context, id uuid.UUID, status task.Status, emit func(context.Context, pgx.Tx, task.Task) ([]outbox.Event, error)) (rescueOutcome, error) {
+	var out rescueOutcome
+	err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error {
+		out = skipped
+		cur, err := task.Lock(ctx, tx, id)
+		if err != nil || cur.Status != status {
+			return err
+		}
+		events, err := emit(ctx, tx, cur)
+		if errors.Is(err, errGiveUp) {
+			out = gaveUp
+			msg := "the submit's outcome stayed unknown through repeated lookups; resubmitting could pay twice, so a person decides"
+			_, err := task.Apply(ctx, tx, scanOrigin, cur, task.Transition{To: task.NeedsAttention, Reason: "reconcile: outcome unknown",
+				Set: task.Fields{ErrorCode: task.Ptr("reconcile.submit_unknown"), ErrorMessage: &msg}})
+			return err
+		}
+		if err != nil || len(events) == 0 {
+			return err
+		}
+		out = rescued
+		_, err = task.Touch(ctx, tx, scanOrigin, cur, "reconcile: re-emitted "+events[0].Envelope.EventType, events...)
+		return err
+	})
+	if errors.Is(err, task.ErrStale) {
+		return skipped, nil
+	}
+	if err != nil {
+		return skipped, fmt.Errorf("rescue task %s: %w", id, err)
+	}
+	if out == gaveUp {
+		r.Logger.WarnContext(ctx, "task needs attention", slog.String("task_id", id.String()))
+	}
+	return out, nil
+}
+
+// lostPoll re-emits the live poll chain's message: the same poll_at, so if
+// the lost one turns up after all, one of the two is stale.
+func (r *reconciler) lostPoll(_ context.Context, tx pgx.Tx, t task.Task) ([]outbox.Event, error) {
+	var attemptID uuid.UUID
+	if err := tx.QueryRow(context.Background(), `SELECT attempt_id FROM task_attempts WHERE task_id = $1 AND provider_job_id = $2`,
+		t.ID, t.ProviderJobID).Scan(&attemptID); err != nil {
+		return nil, fmt.Errorf("attempt of running task: %w", err)
+	}
+	e, err := scanOrigin.Event(t, catalog.EventPollDue, catalog.GenerationPollDelay, "", task.PollDue{TaskID: t.ID, AttemptID: attemptID, PollAt: *t.NextPollAt}, time.Now())
+	return []outbox.Event{e}, err
+}
+
+func (r *reconciler) lostFetch(_ context.Context, _ pgx.Tx, t task.Task) ([]outbox.Event, error) {
+	e, err := scanOrigin.Event(t, catalog.EventFetchRequested, catalog.AssetFetch, "", task.FetchRequested{TaskID: t.ID}, time.Time{})
+	return []outbox.Event{e}, err
+}
+
+// lostMedia re-emits only what is missing: the probe when the output was
+// never probed, else the derivatives that do not exist yet.
+func (r *reconciler) lostMedia(ctx context.Context, tx pgx.Tx, t task.Task) ([]outbox.Event, error) {
+	var assetID uuid.UUID
+	if err := tx.QueryRow(ctx, `SELECT asset_id FROM assets WHERE task_id = $1 AND kind = 'SOURCE'`, t.ID).Scan(&assetID); err != nil {
+		return nil, fmt.Errorf("output of task in media processing: %w", err)
+	}
+	source, err := stage.ReadAsset(ctx, tx, t.ID, assetID)
+	if err != nil {
+		return nil, err
+	}
+	steps := []string{catalog.TagProbe}
+	if source.Probed {
+		rows, err := tx.Query(ctx, `SELECT kind FROM assets WHERE source_asset_id = $1`, assetID)
+		if err != nil {
+			return nil, err
+		}
+		have, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return nil, err
+		}
+		steps = nil
+		for _, step := range stage.DerivativeSteps(source.HasAudio) {
+			if !slices.Contains(have, stage.DerivativeKind(step)) {
+				steps = append(steps, step)
+			}
+		}
+	}
+	var events []outbox.Event
+	for _, step := range steps {
+		e, err := scanOrigin.Event(t, catalog.EventPostprocess, catalog.AssetPostprocess, step,
+			task.Postprocess{TaskID: t.ID, AssetID: assetID, Step: step}, time.Time{})
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, e)
+	}
+	return events, nil
+}
+
+// lostLookup restarts the lookup of a lost submit, a bounded number of
+// times.
+func (r *reconciler) lostLookup(ctx context.Context, tx pgx.Tx, t task.Task) ([]outbox.Event, error) {
+	var rescues int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM task_events WHERE task_id = $1 AND from_status = 'RECONCILING' AND to_status = 'RECONCILING'`,
+		t.ID).Scan(&rescues); err != nil {
+		return nil, err
+	}
+	if rescues >= maxRescues {
+		return nil, errGiveUp
+	}
+	var attemptID uuid.UUID
+	err := tx.QueryRow(ctx, `SELECT attempt_id FROM task_attempts WHERE task_id = $1 AND status = 'SUBMIT_UNKNOWN' ORDER BY attempt_no DESC LIMIT 1`,
+		t.ID).Scan(&attemptID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errGiveUp
+	}
+	if err != nil {
+		return nil, err
+	}
+	e, err := scanOrigin.Event(t, catalog.EventReconcileDue, catalog.ReconcileDelay, "",
+		task.ReconcileDue{TaskID: t.ID, AttemptID: attemptID, Reason: "scanner: lookup chain lost"}, time.Now())
+	return []outbox.Event{e}, err
+}
+
+// resettle asks billing again for terminal tasks still holding their
+// reservation: their settle event was lost.
+func (r *reconciler) resettle(ctx context.Context, now time.Time) (int, error) {
+	rows, err := r.Pool.Query(ctx, `SELECT t.task_id FROM generation_tasks t JOIN credit_reservations c USING (task_id)
+		WHERE c.status = 'HELD' AND t.status IN ('SUCCEEDED', 'FAILED', 'CANCELED', 'CANCELED_WITH_OUTPUT')
+		AND t.updated_at < $1::timestamptz - interval '1 millisecond' * $2 ORDER BY t.updated_at LIMIT `+fmt.Sprint(scanBatch), now, r.Journey.ScanGrace.Milliseconds())
+	if err != nil {
+		return 0, fmt.Errorf("scan unsettled tasks: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return 0, err
+	}
+	for _, id := range ids {
+		err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error {
+			t, err := task.Get(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			e, err := scanOrigin.Event(t, catalog.EventSettleRequested, catalog.BillingSettle, "", task.SettleRequested{TaskID: t.ID, Status: t.Status}, time.Time{})
+			if err != nil {
+				return err
+			}
+			return outbox.Write(ctx, tx, e)
+		})
+		if err != nil {
+			return 0, fmt.Errorf("resettle task %s: %w", id, err)
+		}
+	}
+	return len(ids), nil
+}
+
+// Scanner runs the periodic scan outside a CloudEvents delivery (the
+// stage's trigger, `go run ./local`'s ticker, tests).
+type Scanner struct{ r *reconciler }
+
+// NewScanner returns a scanner over p's database and journey settings.
+func NewScanner(p Params) *Scanner {
+	if p.Logger == nil {
+		p.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Scanner{r: &reconciler{Params: p}}
+}
+
+// Scan is [reconciler.Scan].
+func (s *Scanner) Scan(ctx context.Context) (ScanReport, error) { return s.r.Scan(ctx) }

@@ -1,0 +1,196 @@
+package reconcile_test
+
+import (
+	"crypto/sha256"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aivedio/pipeline/functions/reconcile"
+	"github.com/aivedio/pipeline/shared/billing"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/task"
+	"github.com/aivedio/pipeline/shared/tenant"
+)
+
+var scanJourney = config.Journey{PollFirst: time.Second, PollMax: time.Minute, MaxWait: time.Hour, RetryBase: time.Second,
+	RetryMax: time.Minute, MaxRetries: 5, ReconcileAfter: 20 * time.Second, ReconcileRounds: 3,
+	SlotsPerTenant: 1, SlotsPerModel: 1, SlotsPerProv: 1, SlotLease: time.Hour,
+	ScanGrace: time.Minute, StuckAfter: 10 * time.Minute, OutboxStale: 5 * time.Minute}
+
+type scanBundle struct {
+	pool     *pgxpool.Pool
+	tenantID uuid.UUID
+	scanner  *reconcile.Scanner
+}
+
+func scanSetup(t *testing.T) *scanBundle {
+	t.Helper()
+	b := &scanBundle{pool: dbtest.TestSchema(t)}
+	require.NoError(t, pgx.BeginFunc(t.Context(), b.pool, func(tx pgx.Tx) error {
+		c, err := tenant.Create(t.Context(), tx, tenant.NewTenant{Name: "acme", Credits: 1000}, tenant.RoleTenant)
+		b.tenantID = c.TenantID
+		return err
+	}))
+	b.scanner = reconcile.NewScanner(reconcile.Params{Pool: b.pool, Journey: scanJourney, Timeout: 10 * time.Second})
+	return b
+}
+
+// stuckTask creates a task with a reservation and forces it into status,
+// last changed age ago: the state a lost event leaves behind.
+func (b *scanBundle) stuckTask(t *testing.T, status task.Status, age time.Duration) task.Task {
+	t.Helper()
+	var created task.Task
+	require.NoError(t, pgx.BeginFunc(t.Context(), b.pool, func(tx pgx.Tx) error {
+		hash := sha256.Sum256([]byte("p"))
+		var err error
+		created, _, err = task.Create(t.Context(), tx, task.Origin{Producer: "api"}, task.New{TenantID: b.tenantID, IdempotencyKey: uuid.NewString(),
+			RequestHash: hash[:], Model: "m", Prompt: "p", DurationSeconds: 2, Resolution: "640x360"},
+			func(task.Task) ([]outbox.Event, error) { return nil, nil })
+		if err != nil {
+			return err
+		}
+		return billing.Reserve(t.Context(), tx, b.tenantID, created.ID, 20)
+	}))
+	_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET status = $2, updated_at = now() - $3 * interval '1 second',
+		next_retry_at = now() - $3 * interval '1 second', next_poll_at = now() - $3 * interval '1 second' WHERE task_id = $1`,
+		created.ID, status, age.Seconds())
+	require.NoError(t, err)
+	// Only the scanner's own events count from here.
+	_, err = b.pool.Exec(t.Context(), `DELETE FROM outbox_events`)
+	require.NoError(t, err)
+	got, err := task.Get(t.Context(), b.pool, created.ID)
+	require.NoError(t, err)
+	return got
+}
+
+func (b *scanBundle) emitted(t *testing.T) []string {
+	t.Helper()
+	rows, err := b.pool.Query(t.Context(), `SELECT event_type || coalesce(':' || nullif(tag, event_type), '') FROM outbox_events
+		WHERE event_type <> $1 ORDER BY created_at`, catalog.EventTaskStateChanged)
+	require.NoError(t, err)
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return got
+}
+
+func TestScanResubmitsAQueuedTaskOnceAndRecordsIt(t *testing.T) {
+	t.Parallel()
+	b := scanSetup(t)
+	stuck := b.stuckTask(t, task.Queued, 5*time.Minute)
+	fresh := b.stuckTask(t, task.Queued, 0)
+
+	rep, err := b.scanner.Scan(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Rescued[task.Queued])
+	require.Equal(t, []string{catalog.EventSubmitRequested}, b.emitted(t))
+
+	got, err := task.Get(t.Context(), b.pool, stuck.ID)
+	require.NoError(t, err)
+	require.Equal(t, task.Queued, got.Status)
+	require.Equal(t, stuck.Version+1, got.Version, "the rescue is on the timeline")
+	var reason string
+	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT reason FROM task_events WHERE task_id = $1 AND version = $2`, stuck.ID, got.Version).Scan(&reason))
+	require.Contains(t, reason, "reconcile")
+
+	// The rescue restarted the task's clock: the next scan leaves it alone.
+	rep, err = b.scanner.Scan(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, rep.Rescued[task.Queued])
+	fresh2, err := task.Get(t.Context(), b.pool, fresh.ID)
+	require.NoError(t, err)
+	require.Equal(t, fresh.Version, fresh2.Version)
+}
+
+func TestScanReemitsTheLostPollOfTheLiveChain(t *testing.T) {
+	t.Parallel()
+	b := scanSetup(t)
+	stuck := b.stuckTask(t, task.ProviderRunning, 5*time.Minute)
+	_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET provider = 'sim', provider_job_id = 'job-1' WHERE task_id = $1`, stuck.ID)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(t.Context(), `INSERT INTO task_attempts (task_id, attempt_no, provider, model, provider_idempotency_key, client_request_id, provider_job_id, status)
+		VALUES ($1::uuid, 1, 'sim', 'm', $1::uuid::text || '-1', 'crid', 'job-1', 'ACCEPTED')`, stuck.ID)
+	require.NoError(t, err)
+
+	rep, err := b.scanner.Scan(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Rescued[task.ProviderRunning])
+	var payload task.PollDue
+	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT payload FROM outbox_events WHERE event_type = $1`, catalog.EventPollDue).Scan(&payload))
+	require.True(t, payload.PollAt.Equal(*stuck.NextPollAt), "the re-emitted poll belongs to the live chain")
+}
+
+func TestScanReemitsOnlyMissingDerivatives(t *testing.T) {
+	t.Parallel()
+	b := scanSetup(t)
+	stuck := b.stuckTask(t, task.MediaProcessing, time.Hour)
+	source := uuid.New()
+	_, err := b.pool.Exec(t.Context(), `INSERT INTO assets (asset_id, tenant_id, task_id, kind, object_key, checksum_sha256, size_bytes, content_type, probe, audio_codec)
+		VALUES ($1, $2, $3::uuid, 'SOURCE', $3::uuid::text || '/out', $4, 1, 'video/mp4', '{}', 'aac')`, source, b.tenantID, stuck.ID, make([]byte, 32))
+	require.NoError(t, err)
+	_, err = b.pool.Exec(t.Context(), `INSERT INTO assets (tenant_id, task_id, source_asset_id, kind, object_key, checksum_sha256, size_bytes, content_type)
+		VALUES ($1, $2::uuid, $3, 'PROXY', $2::uuid::text || '/proxy', $4, 1, 'video/mp4')`, b.tenantID, stuck.ID, source, make([]byte, 32))
+	require.NoError(t, err)
+
+	_, err = b.scanner.Scan(t.Context())
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{
+		catalog.EventPostprocess + ":" + catalog.TagThumbnail,
+		catalog.EventPostprocess + ":" + catalog.TagWaveform,
+	}, b.emitted(t))
+}
+
+func TestScanHandsARepeatedlyLostLookupToAPerson(t *testing.T) {
+	t.Parallel()
+	b := scanSetup(t)
+	stuck := b.stuckTask(t, task.Reconciling, time.Hour)
+	_, err := b.pool.Exec(t.Context(), `INSERT INTO task_attempts (task_id, attempt_no, provider, model, provider_idempotency_key, client_request_id, status)
+		VALUES ($1::uuid, 1, 'sim', 'm', $1::uuid::text || '-1', 'crid', 'SUBMIT_UNKNOWN')`, stuck.ID)
+	require.NoError(t, err)
+	for i := range 4 {
+		_, err = b.pool.Exec(t.Context(), `UPDATE generation_tasks SET updated_at = now() - interval '1 hour' WHERE task_id = $1`, stuck.ID)
+		require.NoError(t, err)
+		rep, err := b.scanner.Scan(t.Context())
+		require.NoError(t, err)
+		if i < 3 {
+			require.Equal(t, 1, rep.Rescued[task.Reconciling], "scan %d", i)
+		} else {
+			require.Equal(t, 1, rep.NeedsAttention)
+		}
+	}
+	got, err := task.Get(t.Context(), b.pool, stuck.ID)
+	require.NoError(t, err)
+	require.Equal(t, task.NeedsAttention, got.Status)
+	require.Equal(t, "reconcile.submit_unknown", got.ErrorCode)
+}
+
+func TestScanSettlesTerminalTasksStillHoldingCredits(t *testing.T) {
+	t.Parallel()
+	b := scanSetup(t)
+	b.stuckTask(t, task.Succeeded, 10*time.Minute)
+	b.stuckTask(t, task.Succeeded, 0) // its settle may still be on its way
+	rep, err := b.scanner.Scan(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Settled)
+	require.Equal(t, []string{catalog.EventSettleRequested}, b.emitted(t))
+}
+
+func TestScanReportsAStaleOutbox(t *testing.T) {
+	t.Parallel()
+	b := scanSetup(t)
+	b.stuckTask(t, task.Succeeded, 0)
+	_, err := b.pool.Exec(t.Context(), `INSERT INTO outbox_events (event_id, event_type, schema_version, producer, topic, tag, aggregate_type, aggregate_id, tenant_id, payload, occurred_at, created_at)
+		VALUES (gen_random_uuid(), 'x.y', 1, 'api', 'billing.settle', 'x.y', 'generation_task', 'a', $1, '{}', now(), now() - interval '1 hour')`, b.tenantID)
+	require.NoError(t, err)
+	rep, err := b.scanner.Scan(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.StaleOutboxRows)
+	require.Greater(t, rep.OldestUnpublished, 50*time.Minute)
+}
