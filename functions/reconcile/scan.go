@@ -36,10 +36,10 @@ var scanOrigin = task.Origin{Producer: Name}
 
 // ScanReport counts what one scan did.
 type ScanReport struct {
-	Rescued          map[task.Status]int // tasks whose lost event was re-emitted, by state
-	Settled          int                 // terminal tasks whose settlement was asked again
-	NeedsAttention   int
-	StaleOutboxRows  int           // unpublished rows older than OUTBOX_STALE_AFTER
+	Rescued           map[task.Status]int // tasks whose lost event was re-emitted, by state
+	Settled           int                 // terminal tasks whose settlement was asked again
+	NeedsAttention    int
+	StaleOutboxRows   int           // unpublished rows older than OUTBOX_STALE_AFTER
 	OldestUnpublished time.Duration // age of the oldest unpublished row
 }
 
