@@ -57,8 +57,15 @@ func Open(ctx context.Context, cfg config.StageFunction, logger *slog.Logger) (D
 func NewProvider(cfg config.Provider, logger *slog.Logger) (provider.Client, error) {
 	switch cfg.Name {
 	case replicate.DefaultName:
-		return replicate.New(replicate.Config{Name: cfg.Name, BaseURL: cfg.BaseURL, APIToken: cfg.APIToken,
+		c, err := replicate.New(replicate.Config{Name: cfg.Name, BaseURL: cfg.BaseURL, APIToken: cfg.APIToken,
 			WebhookSecret: cfg.WebhookSecret, Timeout: cfg.Timeout, Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		return provider.WithBreaker(c, provider.BreakerSettings{Failures: cfg.BreakerFailures, Open: cfg.BreakerOpen,
+			OnStateChange: func(name, from, to string) {
+				logger.Warn("provider circuit breaker changed state", slog.String("provider", name), slog.String("from", from), slog.String("to", to))
+			}}), nil
 	default:
 		return nil, errors.New("PROVIDER_NAME " + cfg.Name + " has no client; known: " + replicate.DefaultName)
 	}

@@ -233,6 +233,7 @@ func start(ctx context.Context, o options) (*environment, error) {
 	}
 	e.apiURL = "http://" + ln.Addr().String()
 	provCfg := config.Provider{Name: "replicate", BaseURL: e.simURL, APIToken: o.sim.APIToken, WebhookSecret: sim.WebhookSecret(),
+		BreakerFailures: 5, BreakerOpen: 5 * time.Second,
 		CallbackURL: e.apiURL + "/v1/provider-callbacks/replicate", Timeout: 5 * time.Second}
 	client, err := functions.NewProvider(provCfg, logger)
 	if err != nil {

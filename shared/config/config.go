@@ -192,6 +192,9 @@ type Provider struct {
 	WebhookSecret string        `envconfig:"PROVIDER_WEBHOOK_SECRET" desc:"secret that signs the provider's callbacks; callbacks are refused when empty"`
 	CallbackURL   string        `envconfig:"PROVIDER_CALLBACK_URL" desc:"public URL of POST /v1/provider-callbacks/{provider}; empty means poll only"`
 	Timeout       time.Duration `envconfig:"PROVIDER_TIMEOUT" default:"15s" desc:"deadline of one provider call; a submit past it counts as accepted-or-not unknown"`
+	// The circuit breaker in front of the provider.
+	BreakerFailures uint32        `envconfig:"PROVIDER_BREAKER_FAILURES" default:"5" desc:"provider outages in a row that open the circuit"`
+	BreakerOpen     time.Duration `envconfig:"PROVIDER_BREAKER_OPEN" default:"30s" desc:"how long an open circuit pauses calls before one trial"`
 }
 
 // Validate reports the first unusable setting, naming its variable.
@@ -209,6 +212,9 @@ func (p Provider) Validate() error {
 	}
 	if p.Timeout < time.Second {
 		return errors.New("PROVIDER_TIMEOUT must be at least 1s")
+	}
+	if p.BreakerFailures < 1 || p.BreakerOpen < time.Second {
+		return errors.New("PROVIDER_BREAKER_FAILURES must be at least 1 and PROVIDER_BREAKER_OPEN at least 1s")
 	}
 	return nil
 }

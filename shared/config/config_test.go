@@ -58,6 +58,7 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{config.Provider{Name: "sim", BaseURL: "localhost:8080", Timeout: time.Second}, "PROVIDER_BASE_URL"},
 		{config.Provider{Name: "sim", BaseURL: "http://sim", CallbackURL: "/cb", Timeout: time.Second}, "PROVIDER_CALLBACK_URL"},
 		{config.Provider{Name: "sim", BaseURL: "http://sim", Timeout: time.Millisecond}, "PROVIDER_TIMEOUT"},
+		{config.Provider{Name: "sim", BaseURL: "http://sim", Timeout: time.Second}, "PROVIDER_BREAKER_FAILURES"},
 	}
 	for _, tt := range tests {
 		require.ErrorContains(t, tt.block.Validate(), tt.want)

@@ -1,0 +1,89 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// BreakerSettings tune [WithBreaker].
+type BreakerSettings struct {
+	// Failures in a row that open the circuit; 5 when zero.
+	Failures uint32
+	// Open is how long the circuit stays open before one trial call; 30 s
+	// when zero. It is also the Retry-After a refused call carries.
+	Open time.Duration
+	// OnStateChange, when set, hears "closed", "open", "half-open".
+	OnStateChange func(provider, from, to string)
+}
+
+// WithBreaker guards c with a circuit breaker (sony/gobreaker): after
+// Failures calls in a row that found the provider down (unavailable,
+// answer lost, unreadable answers), every call fails at once with
+// ClassUnavailable and a RetryAfter until the circuit half-opens, so a
+// provider in trouble is not hammered. The submit stage turns that into
+// WAITING_RETRY, a business wait. Rate limiting, rejections and missing
+// jobs are the provider working as designed and do not count.
+//
+// Submit, Get, FindByClientRequestID and Cancel go through the breaker;
+// Download and ParseCallback do not (a download failing is about one
+// output, a callback is the provider calling us).
+func WithBreaker(c Client, s BreakerSettings) Client {
+	if s.Failures == 0 {
+		s.Failures = 5
+	}
+	if s.Open <= 0 {
+		s.Open = 30 * time.Second
+	}
+	st := gobreaker.Settings{
+		Name:        c.Name(),
+		MaxRequests: 1,
+		Timeout:     s.Open,
+		ReadyToTrip: func(counts gobreaker.Counts) bool { return counts.ConsecutiveFailures >= s.Failures },
+		IsSuccessful: func(err error) bool {
+			switch ClassOf(err) {
+			case ClassUnavailable, ClassTimeoutUnknown, ClassMalformed:
+				return false
+			}
+			return true
+		},
+	}
+	if s.OnStateChange != nil {
+		st.OnStateChange = func(name string, from, to gobreaker.State) { s.OnStateChange(name, from.String(), to.String()) }
+	}
+	return &breaker{Client: c, cb: gobreaker.NewCircuitBreaker[Job](st), open: s.Open}
+}
+
+type breaker struct {
+	Client
+	cb   *gobreaker.CircuitBreaker[Job]
+	open time.Duration
+}
+
+func (b *breaker) call(fn func() (Job, error)) (Job, error) {
+	job, err := b.cb.Execute(fn)
+	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+		return Job{}, &Error{Class: ClassUnavailable, StatusCode: http.StatusServiceUnavailable, RetryAfter: b.open,
+			Code: "circuit_open", Message: "circuit open: " + b.Name() + " failed repeatedly, calls paused", Err: err}
+	}
+	return job, err
+}
+
+func (b *breaker) Submit(ctx context.Context, req SubmitRequest) (Job, error) {
+	return b.call(func() (Job, error) { return b.Client.Submit(ctx, req) })
+}
+
+func (b *breaker) Get(ctx context.Context, jobID string) (Job, error) {
+	return b.call(func() (Job, error) { return b.Client.Get(ctx, jobID) })
+}
+
+func (b *breaker) FindByClientRequestID(ctx context.Context, id string, since time.Time) (Job, error) {
+	return b.call(func() (Job, error) { return b.Client.FindByClientRequestID(ctx, id, since) })
+}
+
+func (b *breaker) Cancel(ctx context.Context, jobID string) (Job, error) {
+	return b.call(func() (Job, error) { return b.Client.Cancel(ctx, jobID) })
+}
