@@ -200,3 +200,21 @@ func TestAnotherTenantsEventIsRefused(t *testing.T) {
 	require.Equal(t, task.Queued, b.reload(t).Status)
 	require.Empty(t, b.fake.keys)
 }
+
+// TestOpenCircuitWaitsInsteadOfHammering: while the provider's circuit is
+// open, a submit is a business wait until the circuit half-opens.
+func TestOpenCircuitWaitsInsteadOfHammering(t *testing.T) {
+	t.Parallel()
+	down := &provider.Error{Class: provider.ClassUnavailable, StatusCode: http.StatusBadGateway}
+	b := setup(t, func(int) (provider.Job, error) { return provider.Job{}, down })
+	b.fn = submit.New(submit.Params{Pool: b.pool, Journey: journey, Timeout: time.Second,
+		Provider: provider.WithBreaker(b.fake, provider.BreakerSettings{Failures: 1, Open: 30 * time.Second})})
+	require.NoError(t, b.deliver(t, uuid.NewString())) // trips the circuit
+	_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET next_retry_at = now()`)
+	require.NoError(t, err)
+	require.NoError(t, b.deliver(t, uuid.NewString()))
+	got := b.reload(t)
+	require.Equal(t, task.WaitingRetry, got.Status)
+	require.GreaterOrEqual(t, time.Until(*got.NextRetryAt), 29*time.Second, "the wait lasts until the circuit half-opens")
+	require.Len(t, b.fake.keys, 1, "the open circuit kept the second call from the provider")
+}
