@@ -29,6 +29,10 @@ type taskRef struct {
 // with the existing one for a repeat of the same request under the same
 // Idempotency-Key.
 func (s *Server) createGeneration(w http.ResponseWriter, r *http.Request, p tenant.Principal) *apiError {
+	if e := s.shed.refuse(p); e != nil {
+		s.log.InfoContext(r.Context(), "create shed", slog.String("tenant_id", p.TenantID.String()), slog.Int("priority", p.Priority))
+		return e
+	}
 	key, e := idempotencyKey(r.Header)
 	if e != nil {
 		return e

@@ -65,6 +65,7 @@ type Server struct {
 	hub         *hub
 	heartbeat   time.Duration
 	now         func() time.Time
+	shed        *shedder
 	handler     http.Handler
 }
 
@@ -121,6 +122,7 @@ func New(o Options) *Server {
 		metrics:   newMetrics(o.Registerer),
 		heartbeat: o.Heartbeat,
 		now:       o.NowFunc,
+		shed:      &shedder{pool: o.Pool, after: o.Limits.ShedAfter, belowPriority: o.Limits.ShedBelow, log: o.Logger},
 	}
 	for _, c := range o.Callbacks {
 		if _, dup := s.callbacks[c.Name()]; dup {
@@ -151,6 +153,12 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // then. Call it once per Server. Without Run, event streams answer 503.
 // When Run returns, every open stream has been closed.
 func (s *Server) Run(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.shed.run(ctx)
+	}()
+	defer func() { <-done }()
 	return s.hub.run(ctx)
 }
 

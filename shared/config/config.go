@@ -225,6 +225,8 @@ type API struct {
 	MaxBodyBytes   int64         `envconfig:"API_MAX_BODY_BYTES" default:"65536" desc:"largest request body accepted; larger bodies get 413"`
 	MaxPromptChars int           `envconfig:"API_MAX_PROMPT_CHARS" default:"4000" desc:"longest prompt accepted, in characters"`
 	DownloadTTL    time.Duration `envconfig:"API_DOWNLOAD_URL_TTL" default:"15m" desc:"lifetime of the presigned download URLs the API hands out"`
+	ShedAfter      time.Duration `envconfig:"API_SHED_AFTER" default:"2m" desc:"once the oldest unpublished outbox event is older than this (broker down), creates from low-priority tenants get 503; 0 never sheds"`
+	ShedBelow      int           `envconfig:"API_SHED_BELOW_PRIORITY" default:"5" desc:"tenants with a priority below this are shed first"`
 	Models         []string      `envconfig:"API_MODELS" default:"minimax/video-01,kwaivgi/kling-v2.1,luma/ray-2-720p,wan-video/wan-2.2-t2v-fast" desc:"comma-separated provider models a generation may ask for"`
 }
 

@@ -35,15 +35,6 @@ import (
 // stop signal.
 const shutdownGrace = 20 * time.Second
 
-// models are the models a generation may ask for, until the configuration
-// has a list of its own (an API_MODELS variable in config.API).
-var models = []string{
-	"minimax/video-01",
-	"kwaivgi/kling-v2.1",
-	"luma/ray-2-720p",
-	"wan-video/wan-2.2-t2v-fast",
-}
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -82,7 +73,7 @@ func run(ctx context.Context) error {
 	reg := telemetry.NewRegistry()
 	srv := api.New(api.Options{
 		Pool: pool, Redis: rdb, Blob: store, Callbacks: parsers, Limits: cfg.API,
-		Models: models, Price: billing.DefaultPrice,
+		Models: cfg.API.Models, Price: billing.DefaultPrice,
 		Logger: logger, Registerer: reg,
 	})
 	// Ready needs both: without PostgreSQL no route works, and without

@@ -1,0 +1,77 @@
+package api_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aivedio/pipeline/functions/api"
+	"github.com/aivedio/pipeline/shared/billing"
+	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/tenant"
+)
+
+// TestBrokerDownShedsLowPriorityCreates: with the outbox not draining, the
+// API keeps taking generations until the oldest unpublished event is older
+// than API_SHED_AFTER; then low-priority tenants get 503 with Retry-After,
+// while high-priority tenants and every read keep working.
+func TestBrokerDownShedsLowPriorityCreates(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.TestSchema(t)
+	srv := api.New(api.Options{Pool: pool, Redis: newRedis(t), Blob: fakePresigner{},
+		Limits: config.API{MaxBodyBytes: maxBodyBytes, MaxPromptChars: maxPromptChars, DownloadTTL: 15 * time.Minute,
+			ShedAfter: 30 * time.Second, ShedBelow: 5},
+		Models: []string{testModel}, Price: billing.Price{DefaultPerSecond: pricePerSecond},
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	b := &testBundle{pool: pool, srv: srv, http: hs}
+
+	newTenant := func(priority int) string {
+		var c tenant.Created
+		require.NoError(t, pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error {
+			var err error
+			c, err = tenant.Create(t.Context(), tx, tenant.NewTenant{Name: "t", Priority: priority, Credits: 1000}, tenant.RoleTenant)
+			return err
+		}))
+		return c.Key
+	}
+	low, high := newTenant(0), newTenant(9)
+
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = srv.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	// The broker is up: everyone creates; the events wait in the outbox.
+	id := b.createTask(t, low)
+	// The broker has been down a while: the oldest event is a minute old.
+	_, err := pool.Exec(t.Context(), `UPDATE outbox_events SET created_at = now() - interval '1 minute'`)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return b.create(t, low, uuid.NewString(), validBody).status == http.StatusServiceUnavailable
+	}, 10*time.Second, 100*time.Millisecond)
+	r := b.create(t, low, uuid.NewString(), validBody)
+	require.Equal(t, "overloaded", r.errorCode(t))
+	require.Equal(t, "30", r.header.Get("Retry-After"))
+	require.Contains(t, r.message(t), "retry after 30 seconds")
+
+	require.Equal(t, http.StatusAccepted, b.create(t, high, uuid.NewString(), validBody).status, "high priority still creates")
+	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/v1/generations/"+id.String(), low, "").status, "reads never shed")
+
+	// The relay caught up: creates flow again.
+	_, err = pool.Exec(t.Context(), `UPDATE outbox_events SET published_at = now()`)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return b.create(t, low, uuid.NewString(), validBody).status == http.StatusAccepted
+	}, 10*time.Second, 100*time.Millisecond)
+}
