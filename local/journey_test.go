@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,6 +58,8 @@ func realServices(t *testing.T) {
 // pipeline and fails the test on any broken invariant.
 func runJourney(t *testing.T, o options) {
 	t.Helper()
+	logs := &syncBuffer{}
+	o.logTo = io.MultiWriter(t.Output(), logs)
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
 	env, err := start(ctx, o)
@@ -63,6 +68,9 @@ func runJourney(t *testing.T, o options) {
 
 	res, err := drive.Run(ctx, drive.Params{APIURL: env.apiURL, Key: env.devKey, N: journeyGenerations, Models: env.models,
 		CancelShare: 0.1, Timeout: 6 * time.Minute})
+	if err != nil {
+		explainStuck(t, env)
+	}
 	require.NoError(t, err)
 	stats := env.sim.Stats()
 	rep, err := drive.Check(ctx, drive.Facts{Pool: env.pool, Blob: env.blob, JobsByKey: stats.JobsByIdempotencyKey}, res)
@@ -73,6 +81,73 @@ func runJourney(t *testing.T, o options) {
 	require.Len(t, res.Tasks, journeyGenerations)
 	require.Positive(t, rep.ByStatus["SUCCEEDED"], "with these fault rates most generations succeed")
 	require.Positive(t, stats.Faults.RateLimited+stats.Faults.Dropped+stats.Faults.ServerErrors, "the faults were injected")
+
+	// No prompt, API key or presigned URL in any log line of the run.
+	text := logs.String()
+	require.NotEmpty(t, text)
+	for _, secret := range []string{drive.PromptMarker, env.devKey, "X-Amz-Signature", "X-Amz-Credential"} {
+		require.NotContains(t, text, secret, "a log line leaks %q", secret)
+	}
+}
+
+// explainStuck logs the timeline and attempts of every task that did not
+// end, so a failed run says where each one stopped.
+func explainStuck(t *testing.T, env *environment) {
+	t.Helper()
+	ctx := context.WithoutCancel(t.Context())
+	rows, err := env.pool.Query(ctx, `SELECT t.task_id, t.status, t.version, t.updated_at, t.next_retry_at, t.next_poll_at,
+		(SELECT string_agg(e.version || ':' || coalesce(e.from_status, '-') || '>' || e.to_status || ' ' || coalesce(e.reason, ''), ' | ' ORDER BY e.version)
+		   FROM task_events e WHERE e.task_id = t.task_id),
+		(SELECT string_agg(a.attempt_no || ':' || a.status || ' ' || coalesce(a.error_code, '') || ' job=' || coalesce(a.provider_job_id, ''), ' | ' ORDER BY a.attempt_no)
+		   FROM task_attempts a WHERE a.task_id = t.task_id)
+		FROM generation_tasks t WHERE t.status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED', 'CANCELED_WITH_OUTPUT', 'NEEDS_ATTENTION')`)
+	if err != nil {
+		t.Logf("explain stuck tasks: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, status, timeline, attempts string
+		var version int64
+		var updated time.Time
+		var retry, poll *time.Time
+		var tl, at *string
+		if err := rows.Scan(&id, &status, &version, &updated, &retry, &poll, &tl, &at); err != nil {
+			t.Logf("explain stuck tasks: %v", err)
+			return
+		}
+		if tl != nil {
+			timeline = *tl
+		}
+		if at != nil {
+			attempts = *at
+		}
+		t.Logf("STUCK %s %s v%d updated %s ago next_retry_at=%v next_poll_at=%v\n  timeline: %s\n  attempts: %s",
+			id, status, version, time.Since(updated).Round(time.Second), retry, poll, timeline, attempts)
+	}
+	var pending int
+	_ = env.pool.QueryRow(ctx, `SELECT count(*) FROM outbox_events WHERE published_at IS NULL`).Scan(&pending)
+	var quarantined string
+	_ = env.pool.QueryRow(ctx, `SELECT coalesce(string_agg(consumer_name || ' ' || error_code, ', '), '') FROM message_quarantine`).Scan(&quarantined)
+	t.Logf("unpublished outbox rows: %d; quarantined: %s", pending, quarantined)
+}
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of loggers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestJourneyOnEmulator runs the whole journey on the real PostgreSQL,

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -47,6 +48,9 @@ import (
 
 // Name is the stage's name.
 const Name = "submit"
+
+// noSlotReason starts the timeline reason of a wait for a concurrency slot.
+const noSlotReason = "no free slot: "
 
 // Params are what the stage needs.
 type Params struct {
@@ -135,7 +139,7 @@ func (s *submitter) begin(ctx context.Context, ev envelope.Envelope, o task.Orig
 		}
 		if s.Slots != nil {
 			if _, err := s.Slots.Acquire(ctx, stage.GenerationSlots(t, s.Provider.Name(), s.Journey)); errors.Is(err, slots.ErrNoSlot) {
-				return t, nil, s.wait(ctx, ev, o, t, "no free slot: "+err.Error(), 0)
+				return t, nil, s.wait(ctx, ev, o, t, noSlotReason+err.Error(), 0)
 			} else if err != nil {
 				return task.Task{}, nil, fmt.Errorf("acquire slots: %w", err)
 			}
@@ -290,15 +294,19 @@ func (s *submitter) wait(ctx context.Context, ev envelope.Envelope, o task.Origi
 }
 
 func (s *submitter) waitTx(ctx context.Context, tx pgx.Tx, o task.Origin, t task.Task, reason string, floor time.Duration) (inbox.Result, error) {
-	var retries int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM task_events WHERE task_id = $1 AND to_status = 'WAITING_RETRY'`, t.ID).Scan(&retries); err != nil {
+	// Waiting for a free slot is the pipeline pacing itself, not the
+	// provider refusing: only refusals count against SUBMIT_MAX_RETRIES.
+	// Both grow the backoff.
+	var retries, refusals int
+	if err := tx.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE reason NOT LIKE $2 || '%')
+		FROM task_events WHERE task_id = $1 AND to_status = 'WAITING_RETRY'`, t.ID, noSlotReason).Scan(&retries, &refusals); err != nil {
 		return "", fmt.Errorf("count retries: %w", err)
 	}
-	if retries >= s.Journey.MaxRetries {
+	if !strings.HasPrefix(reason, noSlotReason) && refusals >= s.Journey.MaxRetries {
 		return inbox.Applied, task.Fail(ctx, tx, o, t, "submit.retries_exhausted",
-			fmt.Sprintf("gave up after %d submit retries; last reason: %s", retries, reason))
+			fmt.Sprintf("gave up after the provider refused %d submits; last reason: %s", refusals, reason))
 	}
-	at := time.Now().Add(stage.Backoff(retries, s.Journey.RetryBase, s.Journey.RetryMax, floor, rand.Float64())).UTC().Truncate(time.Microsecond)
+	at := time.Now().Add(stage.Backoff(min(retries, 16), s.Journey.RetryBase, s.Journey.RetryMax, floor, rand.Float64())).UTC().Truncate(time.Microsecond)
 	resubmit, err := o.Event(t, catalog.EventSubmitRequested, catalog.GenerationSubmitDelay, "", task.SubmitRequested{TaskID: t.ID, Version: t.Version + 1}, at)
 	if err != nil {
 		return "", err

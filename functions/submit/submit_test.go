@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aivedio/pipeline/functions/stage"
@@ -21,6 +22,8 @@ import (
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/provider"
+	"github.com/aivedio/pipeline/shared/servicetest"
+	"github.com/aivedio/pipeline/shared/slots"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
 )
@@ -217,4 +220,38 @@ func TestOpenCircuitWaitsInsteadOfHammering(t *testing.T) {
 	require.Equal(t, task.WaitingRetry, got.Status)
 	require.GreaterOrEqual(t, time.Until(*got.NextRetryAt), 29*time.Second, "the wait lasts until the circuit half-opens")
 	require.Len(t, b.fake.keys, 1, "the open circuit kept the second call from the provider")
+}
+
+// TestWaitingForASlotNeverFailsTheTask: a tenant at its concurrency limit
+// waits as long as it takes; only provider refusals count against
+// SUBMIT_MAX_RETRIES.
+func TestWaitingForASlotNeverFailsTheTask(t *testing.T) {
+	t.Parallel()
+	b := setup(t, accepted)
+	opts, err := redis.ParseURL(servicetest.Env(t, "Redis", "REDIS_URL"))
+	require.NoError(t, err)
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	limiter := slots.New(rdb, &slots.Opts{KeyPrefix: "test:" + uuid.NewString() + ":"})
+	b.fn = submit.New(submit.Params{Pool: b.pool, Provider: b.fake, Slots: limiter, Journey: journey, Timeout: time.Second})
+
+	// Another task of the tenant holds the tenant's only slot.
+	other := stage.GenerationSlots(b.task, "fake", journey)
+	other.Holder = uuid.NewString()
+	_, err = limiter.Acquire(t.Context(), other)
+	require.NoError(t, err)
+
+	for range journey.MaxRetries + 2 {
+		_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET next_retry_at = now()`)
+		require.NoError(t, err)
+		require.NoError(t, b.deliver(t, uuid.NewString()))
+		require.Equal(t, task.WaitingRetry, b.reload(t).Status)
+	}
+	require.Empty(t, b.fake.keys, "nothing reached the provider without a slot")
+
+	require.NoError(t, limiter.Release(t.Context(), slots.Lease{Holder: other.Holder, Scopes: []string{other.Scopes[0].Name, other.Scopes[1].Name, other.Scopes[2].Name}, TTL: other.TTL}))
+	_, err = b.pool.Exec(t.Context(), `UPDATE generation_tasks SET next_retry_at = now()`)
+	require.NoError(t, err)
+	require.NoError(t, b.deliver(t, uuid.NewString()))
+	require.Equal(t, task.ProviderRunning, b.reload(t).Status)
 }

@@ -14,6 +14,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,10 +39,15 @@ type Params struct {
 	Client   *http.Client
 }
 
+// PromptMarker starts every prompt Run sends, so a test can search logs
+// for prompts that leaked.
+const PromptMarker = "demo generation"
+
 // Result is what a run saw through the API.
 type Result struct {
 	Tasks    []uuid.UUID
 	Final    map[uuid.UUID]string // terminal status per task
+	Versions map[uuid.UUID]int64  // version of the terminal state per task
 	Stream   map[uuid.UUID][]int64
 	Canceled int // cancel requests that were accepted
 	Elapsed  time.Duration
@@ -68,7 +74,7 @@ func Run(ctx context.Context, p Params) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
 	start := time.Now()
-	res := Result{Final: map[uuid.UUID]string{}}
+	res := Result{Final: map[uuid.UUID]string{}, Versions: map[uuid.UUID]int64{}}
 
 	stream, err := listen(ctx, p)
 	if err != nil {
@@ -77,7 +83,7 @@ func Run(ctx context.Context, p Params) (Result, error) {
 	for i := range p.N {
 		body := map[string]any{
 			"model":            p.Models[i%len(p.Models)],
-			"prompt":           fmt.Sprintf("demo generation %d: a lighthouse at dusk, waves rolling in", i),
+			"prompt":           fmt.Sprintf("%s %d: a lighthouse at dusk, waves rolling in", PromptMarker, i),
 			"duration_seconds": 2 + i%4,
 			"resolution":       "1280x720",
 		}
@@ -113,13 +119,14 @@ func Run(ctx context.Context, p Params) (Result, error) {
 				done++
 				continue
 			}
-			status, err := get(ctx, p, id)
+			status, version, err := get(ctx, p, id)
 			if err != nil {
 				return res, err
 			}
 			counts[status]++
 			if terminal(status) {
 				res.Final[id] = status
+				res.Versions[id] = version
 				done++
 			}
 		}
@@ -131,15 +138,38 @@ func Run(ctx context.Context, p Params) (Result, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return res, fmt.Errorf("%d of %d generations still running after %s", len(res.Tasks)-done, len(res.Tasks), p.Timeout)
+			var stuck []string
+			for _, id := range res.Tasks {
+				if _, ok := res.Final[id]; !ok {
+					stuck = append(stuck, id.String())
+				}
+			}
+			return res, fmt.Errorf("%d of %d generations still running after %s (%s): %s", len(res.Tasks)-done, len(res.Tasks), p.Timeout,
+				summaryOf(counts), strings.Join(stuck, ", "))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	// The last state changes may still be on their way through notify.
-	time.Sleep(2 * time.Second)
+	// The last state changes may still be on their way through the relay,
+	// the broker and notify: wait until the stream has every task's final
+	// version (or give up after a while and let Check say what is missing).
+	caughtUp := time.Now().Add(30 * time.Second)
+	for time.Now().Before(caughtUp) && !stream.has(res.Versions) {
+		time.Sleep(200 * time.Millisecond)
+	}
 	res.Stream = stream.snapshot()
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+func summaryOf(counts map[string]int) string {
+	var parts []string
+	for s, n := range counts {
+		if !terminal(s) {
+			parts = append(parts, fmt.Sprintf("%s %d", s, n))
+		}
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
 }
 
 func create(ctx context.Context, p Params, key string, body map[string]any) (uuid.UUID, error) {
@@ -157,16 +187,17 @@ func create(ctx context.Context, p Params, key string, body map[string]any) (uui
 	return out.TaskID, nil
 }
 
-func get(ctx context.Context, p Params, id uuid.UUID) (string, error) {
+func get(ctx context.Context, p Params, id uuid.UUID) (string, int64, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.APIURL+"/v1/generations/"+id.String(), nil)
 	req.Header.Set("Authorization", "Bearer "+p.Key)
 	var out struct {
-		Status string `json:"status"`
+		Status  string `json:"status"`
+		Version int64  `json:"version"`
 	}
 	if err := do(p.Client, req, &out, http.StatusOK); err != nil {
-		return "", fmt.Errorf("get generation %s: %w", id, err)
+		return "", 0, fmt.Errorf("get generation %s: %w", id, err)
 	}
-	return out.Status, nil
+	return out.Status, out.Version, nil
 }
 
 // cancelTask asks to cancel; a 409 (already past cancelling) is not an error.
@@ -211,6 +242,18 @@ func do(c *http.Client, req *http.Request, out any, want ...int) error {
 type streamLog struct {
 	mu       sync.Mutex
 	versions map[uuid.UUID][]int64
+}
+
+// has reports whether every task's stream reached its version.
+func (s *streamLog) has(versions map[uuid.UUID]int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, v := range versions {
+		if !slices.Contains(s.versions[id], v) {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *streamLog) snapshot() map[uuid.UUID][]int64 {
