@@ -19,13 +19,11 @@ import (
 	"sync"
 	"time"
 
-	ceclient "github.com/cloudevents/sdk-go/v2/client"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
-
 	"github.com/aivedio/pipeline/adapter/mq"
 	"github.com/aivedio/pipeline/adapter/relay"
 	"github.com/aivedio/pipeline/adapter/source"
 	"github.com/aivedio/pipeline/functions"
+	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/catalog"
 )
 
@@ -112,7 +110,7 @@ func (s *Stack) Run(ctx context.Context, ready func()) error {
 		if err != nil {
 			return err
 		}
-		srv, url, err := serveFunction(ctx, fn.Handle)
+		srv, url, err := serveFunction(fn.Handle)
 		if err != nil {
 			return fmt.Errorf("serve %s: %w", name, err)
 		}
@@ -152,22 +150,14 @@ func (s *Stack) Run(ctx context.Context, ready func()) error {
 	return nil
 }
 
-// serveFunction serves handle as a CloudEvents HTTP receiver (binary and
-// structured mode) on a loopback port, as func-go does in a deployment.
-func serveFunction(ctx context.Context, handle any) (*http.Server, string, error) {
-	proto, err := cehttp.New()
-	if err != nil {
-		return nil, "", err
-	}
-	h, err := ceclient.NewHTTPReceiveHandler(ctx, proto, handle)
-	if err != nil {
-		return nil, "", err
-	}
+// serveFunction serves handle over HTTP CloudEvents on a loopback port, as
+// func-go does in a deployment.
+func serveFunction(handle stage.HandleFunc) (*http.Server, string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, "", err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: stage.HTTPHandler(handle), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return srv, "http://" + ln.Addr().String(), nil
 }
