@@ -6,6 +6,8 @@
 //	go run ./adapter relay                        publish the outbox to RocketMQ
 //	go run ./adapter source --group G --sink URL  deliver a consumer group's messages to its stage
 //	go run ./adapter dlq drain --group G          move a group's dead letters into message_quarantine
+//	go run ./adapter quarantine list|show         inspect message_quarantine
+//	go run ./adapter replay ...                   dry-run, approve and execute replays of quarantined messages
 //
 // Configuration comes from the environment (see README.md); each command
 // loads only the blocks it needs. Long-running commands serve /healthz,
@@ -27,7 +29,15 @@ const usage = `usage: adapter <command>
   topics list                      print the topic catalog
   relay                            publish the outbox to RocketMQ
   source --group G [--sink URL]    deliver consumer group G's messages to its stage function
-  dlq drain --group G              move group G's dead letters into message_quarantine`
+  dlq drain --group G              move group G's dead letters into message_quarantine
+  quarantine list [filters]        list quarantined messages (--consumer, --class, --code, --status, --since, --until, --limit, --json)
+  quarantine show <id>             one quarantined message whole, with its replays
+  replay --event ID --dry-run      what replaying a quarantined message would do (recorded in message_replays)
+  replay --event ID --approve --ticket T --operator O --reason R
+                                   approve it; prints the approval id
+  replay --approval ID --execute   write the approved replay to the outbox
+  replay --bulk --consumer C [filters] --dry-run | --approve ... | --execute-ticket T
+                                   the same for every open message of a consumer group`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -53,6 +63,10 @@ func run(ctx context.Context, args []string) error {
 		return runSource(ctx, args[1:])
 	case "tenants":
 		return runTenants(ctx, args[1:])
+	case "quarantine":
+		return runQuarantine(ctx, args[1:])
+	case "replay":
+		return runReplay(ctx, args[1:])
 	case "dlq":
 		if len(args) < 2 || args[1] != "drain" {
 			return errors.New("usage: adapter dlq drain --group G")

@@ -1,0 +1,310 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// BulkReport is a bulk dry run, or what a bulk approval decided.
+type BulkReport struct {
+	Filter Filter `json:"filter"`
+	// Matched counts the open quarantine rows the filter selects, and
+	// Messages the events among them: copies of one event count once and
+	// are replayed once.
+	Matched  int `json:"matched"`
+	Messages int `json:"messages"`
+	// Planned counts the messages planned here: Messages, or the first
+	// Filter.Limit of them, oldest first.
+	Planned int            `json:"planned"`
+	Counts  map[Action]int `json:"counts"`
+	Items   []BulkItem     `json:"items"`
+	// Ticket, Approved, Rejected and AlreadyApproved are set by
+	// [ApproveBulk].
+	Ticket          string `json:"ticket,omitempty"`
+	Approved        int    `json:"approved,omitempty"`
+	Rejected        int    `json:"rejected,omitempty"`
+	AlreadyApproved int    `json:"already_approved,omitempty"`
+}
+
+// BulkItem is one message of a bulk replay.
+type BulkItem struct {
+	QuarantineID uuid.UUID `json:"quarantine_id"`
+	EventID      string    `json:"event_id,omitempty"`
+	EventType    string    `json:"event_type,omitempty"`
+	TaskID       string    `json:"task_id,omitempty"`
+	TaskStatus   string    `json:"task_status,omitempty"`
+	TaskVersion  int64     `json:"task_version,omitempty"`
+	ErrorCode    string    `json:"error_code"`
+	Copies       int       `json:"copies,omitempty"`
+	Verdict      Verdict   `json:"verdict"`
+	// ReplayID and Status are set by [ApproveBulk]: the approval (or
+	// refusal) recorded for the message. Status ALREADY_APPROVED means an
+	// earlier approval under the same ticket covers it; nothing was
+	// recorded again.
+	ReplayID *uuid.UUID `json:"replay_id,omitempty"`
+	Status   string     `json:"status,omitempty"`
+}
+
+// statusAlreadyApproved marks a bulk item covered by an earlier approval
+// under the same ticket.
+const statusAlreadyApproved = "ALREADY_APPROVED"
+
+func (f Filter) bulk() (Filter, error) {
+	if f.Consumer == "" {
+		return f, invalidf("a bulk replay needs a consumer group")
+	}
+	if _, ok := groupOf(f.Consumer); !ok {
+		return f, invalidf("consumer group %q is not in the catalog", f.Consumer)
+	}
+	if f.Status != "" && f.Status != Quarantined {
+		return f, invalidf("a bulk replay takes only %s messages, not %s", Quarantined, f.Status)
+	}
+	return f.normalize()
+}
+
+// PlanBulk is the dry run of a bulk replay: the verdict of every open
+// message of one consumer group that f selects, counted by action. It
+// reads only.
+func PlanBulk(ctx context.Context, db DB, f Filter) (BulkReport, error) {
+	f, err := f.bulk()
+	if err != nil {
+		return BulkReport{}, err
+	}
+	b, found, err := selectBulk(ctx, db, f)
+	if err != nil {
+		return BulkReport{}, err
+	}
+	now, err := dbNow(ctx, db)
+	if err != nil {
+		return BulkReport{}, err
+	}
+	for _, r := range found {
+		in, err := inspect(ctx, db, r, now, uuid.Nil)
+		if err != nil {
+			return BulkReport{}, err
+		}
+		b.add(in.report, "")
+	}
+	return b, nil
+}
+
+// ApproveBulk approves a bulk replay under one decision: every message f
+// selects is checked as [Approve] checks one, and gets its own
+// message_replays row, APPROVED or REJECTED, with its plan and the
+// decision. A message already approved under the same ticket is left as
+// it is, so the call may be repeated. When expect is positive it is the
+// number of messages the dry run showed: if the filter now selects another
+// number, nothing is approved and the error wraps [ErrChanged].
+func ApproveBulk(ctx context.Context, db DB, f Filter, d Decision, expect int) (BulkReport, error) {
+	f, err := f.bulk()
+	if err != nil {
+		return BulkReport{}, err
+	}
+	if err := d.validate(); err != nil {
+		return BulkReport{}, err
+	}
+	b, found, err := selectBulk(ctx, db, f)
+	if err != nil {
+		return BulkReport{}, err
+	}
+	if expect > 0 && b.Messages != expect {
+		return BulkReport{}, fmt.Errorf("%w: the filter selects %d messages now, the dry run showed %d; run the dry run again", ErrChanged, b.Messages, expect)
+	}
+	b.Ticket = d.Ticket
+	for _, r := range found {
+		rep, status, err := approveOne(ctx, db, f, r, d)
+		if err != nil {
+			return BulkReport{}, err
+		}
+		b.add(rep, status)
+	}
+	return b, nil
+}
+
+// approveOne records the approval or refusal of one message of a bulk.
+func approveOne(ctx context.Context, db DB, f Filter, r row, d Decision) (Report, string, error) {
+	var (
+		rep    Report
+		status string
+	)
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if err := lockPair(ctx, tx, r); err != nil {
+			return err
+		}
+		r, err := readRow(ctx, tx, r.QuarantineID, false)
+		if err != nil {
+			return err
+		}
+		now, err := dbNow(ctx, tx)
+		if err != nil {
+			return err
+		}
+		in, err := inspect(ctx, tx, r, now, uuid.Nil)
+		if err != nil {
+			return err
+		}
+		rep = in.report
+		if rep.Verdict.Code == "replay.already_replayed" && coveredBy(rep.PriorReplays, d.Ticket) {
+			status = statusAlreadyApproved
+			return nil
+		}
+		rep.ReplayID = uuid.Must(uuid.NewV7())
+		planned := rep.step(StepPlanned, now, d.Operator)
+		decided := rep.step(StepApproved, now, d.Operator)
+		planned.Bulk, decided.Bulk = true, true
+		decided.Ticket, decided.Reason = d.Ticket, d.Reason
+		status = StatusApproved
+		if rep.Verdict.Action == Refuse {
+			decided.Step, status = StepRefused, StatusRejected
+		}
+		rep.Status = status
+		in.report = rep
+		rec := stored{QuarantineID: r.QuarantineID, Plan: rep, Steps: []Step{planned, decided}, Bulk: &f}
+		return insertReplay(ctx, tx, in, rec, d, status, now)
+	})
+	return rep, status, err
+}
+
+// coveredBy reports whether an approved or executed replay under ticket is
+// among priors.
+func coveredBy(priors []Prior, ticket string) bool {
+	for _, p := range priors {
+		if p.Ticket == ticket && (p.Status == StatusApproved || p.Status == StatusExecuted) {
+			return true
+		}
+	}
+	return false
+}
+
+// add counts one message; status is its approval status, if any.
+func (b *BulkReport) add(rep Report, status string) {
+	item := BulkItem{
+		QuarantineID: rep.Message.QuarantineID, EventID: rep.Message.EventID, EventType: rep.Message.EventType,
+		ErrorCode: rep.Message.ErrorCode, Copies: len(rep.Copies), Verdict: rep.Verdict, Status: status,
+	}
+	if rep.Event != nil {
+		item.EventType = rep.Event.EventType
+	}
+	if rep.Task != nil {
+		item.TaskID, item.TaskStatus, item.TaskVersion = rep.Task.TaskID.String(), rep.Task.Status, rep.Task.Version
+	}
+	switch status {
+	case StatusApproved:
+		b.Approved++
+	case StatusRejected:
+		b.Rejected++
+	case statusAlreadyApproved:
+		b.AlreadyApproved++
+	}
+	if status == StatusApproved || status == StatusRejected {
+		id := rep.ReplayID
+		item.ReplayID = &id
+	}
+	b.Counts[rep.Verdict.Action]++
+	b.Items = append(b.Items, item)
+}
+
+// selectBulk counts what f matches and reads the messages to plan: one row
+// per event (its oldest open copy), oldest first, up to the limit.
+func selectBulk(ctx context.Context, q querier, f Filter) (BulkReport, []row, error) {
+	b := BulkReport{Filter: f, Counts: map[Action]int{Act: 0, StaleNoop: 0, Refuse: 0}, Items: []BulkItem{}}
+	where, args := f.where()
+	const event = `coalesce(event_id::text, quarantine_id::text)`
+	if err := q.QueryRow(ctx, `SELECT count(*), count(DISTINCT `+event+`) FROM message_quarantine WHERE `+where, args...).
+		Scan(&b.Matched, &b.Messages); err != nil {
+		return BulkReport{}, nil, fmt.Errorf("count quarantine: %w", err)
+	}
+	rows, err := q.Query(ctx, `SELECT `+messageColumns+`, body FROM message_quarantine WHERE quarantine_id IN (
+			SELECT DISTINCT ON (`+event+`) quarantine_id FROM message_quarantine WHERE `+where+`
+			ORDER BY `+event+`, received_at, quarantine_id)
+		ORDER BY received_at, quarantine_id LIMIT `+strconv.Itoa(f.Limit), args...)
+	if err != nil {
+		return BulkReport{}, nil, fmt.Errorf("select quarantine: %w", err)
+	}
+	found, err := pgx.CollectRows(rows, scanWithBody)
+	if err != nil {
+		return BulkReport{}, nil, err
+	}
+	b.Planned = len(found)
+	return b, found, nil
+}
+
+// BulkExecution is what executing a ticket did.
+type BulkExecution struct {
+	Ticket   string      `json:"ticket"`
+	Consumer string      `json:"consumer,omitempty"`
+	Executed []Execution `json:"executed"`
+	// AlreadyExecuted counts the approvals of the ticket executed before.
+	AlreadyExecuted int           `json:"already_executed"`
+	Refused         []BulkFailure `json:"refused"`
+	// Failed are executions that failed for want of the database; they
+	// stay APPROVED and the next call tries them again.
+	Failed []BulkFailure `json:"failed"`
+}
+
+// BulkFailure is an approval that was not executed, and why.
+type BulkFailure struct {
+	ReplayID uuid.UUID `json:"replay_id"`
+	Reason   string    `json:"reason"`
+}
+
+// ExecuteBulkParams name the approvals [ExecuteBulk] runs.
+type ExecuteBulkParams struct {
+	Ticket string
+	// Consumer narrows the run to one consumer group; empty runs every
+	// approval of the ticket.
+	Consumer string
+	// Operator is who executes.
+	Operator string
+}
+
+// ExecuteBulk executes every approval recorded under the ticket that is
+// not executed yet, each as [Execute] does, one transaction each. Refusals
+// and failures are listed and do not stop the others; calling it again
+// executes only what is left.
+func ExecuteBulk(ctx context.Context, db DB, p ExecuteBulkParams) (BulkExecution, error) {
+	if err := checkWord("ticket", p.Ticket, maxTicket); err != nil {
+		return BulkExecution{}, err
+	}
+	if err := checkWord("operator", p.Operator, maxOperator); err != nil {
+		return BulkExecution{}, err
+	}
+	ticket := p.Ticket
+	x := BulkExecution{Ticket: ticket, Consumer: p.Consumer, Executed: []Execution{}, Refused: []BulkFailure{}, Failed: []BulkFailure{}}
+	const which = `ticket = $1 AND ($2 = '' OR consumer_name = $2)`
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM message_replays WHERE `+which+` AND status = 'EXECUTED'`, ticket, p.Consumer).
+		Scan(&x.AlreadyExecuted); err != nil {
+		return BulkExecution{}, fmt.Errorf("count executed replays of ticket %s: %w", ticket, err)
+	}
+	rows, err := db.Query(ctx, `SELECT replay_id FROM message_replays WHERE `+which+` AND status = 'APPROVED'
+		ORDER BY created_at, replay_id`, ticket, p.Consumer)
+	if err != nil {
+		return BulkExecution{}, fmt.Errorf("list approvals of ticket %s: %w", ticket, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return BulkExecution{}, fmt.Errorf("list approvals of ticket %s: %w", ticket, err)
+	}
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return x, err
+		}
+		e, err := Execute(ctx, db, id, p.Operator)
+		switch {
+		case errors.Is(err, ErrRefused):
+			x.Refused = append(x.Refused, BulkFailure{ReplayID: id, Reason: err.Error()})
+		case err != nil:
+			x.Failed = append(x.Failed, BulkFailure{ReplayID: id, Reason: err.Error()})
+		case e.AlreadyExecuted:
+			x.AlreadyExecuted++ // executed meanwhile by another call
+		default:
+			x.Executed = append(x.Executed, e)
+		}
+	}
+	return x, nil
+}

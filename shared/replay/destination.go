@@ -1,0 +1,86 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/envelope"
+)
+
+// destination finds where the replay goes: the original event's outbox
+// row when it is still there, else the topic the message came from, else
+// the consumer group's subscription that carries its tag.
+func destination(ctx context.Context, q querier, r row, env envelope.Envelope, g catalog.Group) (Destination, catalog.Topic, error) {
+	d := Destination{Tag: r.Tag}
+	if d.Tag == "" {
+		d.Tag = env.EventType
+	}
+	var topic catalog.Topic
+	var name, tag, group string
+	err := q.QueryRow(ctx, `SELECT topic, tag, coalesce(message_group, '') FROM outbox_events WHERE event_id = $1`, env.EventID).
+		Scan(&name, &tag, &group)
+	switch {
+	case err == nil:
+		if t, ok := topicNamed(name); ok && takes(g, t, tag) {
+			topic, d.Tag, d.MessageGroup, d.From = t, tag, group, "outbox"
+		}
+	case !errors.Is(err, pgx.ErrNoRows):
+		return Destination{}, catalog.Topic{}, fmt.Errorf("read original outbox row: %w", err)
+	}
+	if d.From == "" {
+		if t, ok := topicNamed(r.Topic); ok && takes(g, t, d.Tag) {
+			topic, d.From = t, "quarantine"
+		}
+	}
+	if d.From == "" {
+		// A dead letter was read from %DLQ%<group>: take the group's
+		// subscription that carries the tag, an immediate topic first.
+		for _, s := range g.Subscriptions {
+			if takes(g, s.Topic, d.Tag) && (d.From == "" || topic.Type == catalog.Delay) {
+				topic, d.From = s.Topic, "catalog"
+			}
+		}
+	}
+	if d.From == "" {
+		return Destination{}, catalog.Topic{}, fmt.Errorf("no topic of %s carries tag %q", g.Name, d.Tag)
+	}
+	d.Topic = topic.Name
+	d.Delayed = topic.Type == catalog.Delay
+	if topic.Type == catalog.FIFO && d.MessageGroup == "" {
+		d.MessageGroup = env.AggregateID // DESIGN.md §2: the group is the aggregate id
+	}
+	if topic.Type != catalog.FIFO {
+		d.MessageGroup = ""
+	}
+	for _, other := range catalog.Groups() {
+		if other.Name != g.Name && takes(other, topic, d.Tag) {
+			d.AlsoConsumedBy = append(d.AlsoConsumedBy, other.Name)
+		}
+	}
+	return d, topic, nil
+}
+
+// topicNamed finds a catalog topic by its firm or broker name.
+func topicNamed(name string) (catalog.Topic, bool) {
+	for _, t := range catalog.Topics() {
+		if t.Name == name || t.BrokerName() == name {
+			return t, true
+		}
+	}
+	return catalog.Topic{}, false
+}
+
+// takes reports whether group g receives tag on topic t.
+func takes(g catalog.Group, t catalog.Topic, tag string) bool {
+	for _, s := range g.Subscriptions {
+		if s.Topic.Name == t.Name && (len(s.Tags) == 0 || slices.Contains(s.Tags, tag)) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,71 @@
+// Package replay is the operator's way back for a quarantined message
+// (DESIGN.md §6, §7): inspect what is in message_quarantine, see what a
+// replay would do, have it approved under a ticket, and send it again, each
+// step audited in message_replays. The adapter's `quarantine` and `replay`
+// commands and the API's /v1/admin endpoints are thin shells over it.
+//
+// # Steps
+//
+//   - [List] and [Show] read message_quarantine.
+//   - [Plan] is the dry run. It reads the message (topic, consumer, event,
+//     error), the current state of the task it targets with its timeline,
+//     the side effects already done (provider attempts with their remote
+//     jobs, assets, the credit reservation and its ledger rows, and whether
+//     the consumer's inbox already holds the event) and gives a [Verdict]:
+//     the replay would act, would be a stale no-op, or is refused. It
+//     records a message_replays row in status DRY_RUN whose id names the
+//     plan from then on.
+//   - [Approve] checks the plan again against the state at that moment and
+//     moves the row to APPROVED under a ticket, an operator and a reason,
+//     or to REJECTED when the verdict has become a refusal.
+//   - [Execute] checks once more and writes the replay: a new envelope with
+//     a new event id (the replay_event_id), the original as its
+//     causation_id, the payload, aggregate, tenant, correlation and trace
+//     unchanged, written with outbox.Write to the original topic with the
+//     original tag and message group. The relay publishes it like any other
+//     event; nothing here talks to the broker. The row becomes EXECUTED and
+//     the quarantine rows of the event for that consumer become REPLAYED, in
+//     the same transaction as the outbox row.
+//   - [PlanBulk], [ApproveBulk] and [ExecuteBulk] do the same for every open
+//     message of one consumer group that matches a [Filter] (error class or
+//     code, time range): a dry-run summary counted by verdict first, then
+//     one approval per message under one ticket, then the execution of that
+//     ticket. Replays are new events: consumer offsets are never reset.
+//
+// # Guarantees
+//
+// Executing one approval twice, concurrently or not, writes one event: the
+// row is locked, and a row already EXECUTED returns the replay_event_id it
+// got the first time. One event is approved for replay to one consumer at
+// most once (an advisory lock on the pair serialises approvals), so the
+// copies of an event that the adapter and the dead-letter drain both
+// quarantined are replayed once.
+//
+// A replay cannot repeat a business effect, whatever the verdict said: the
+// stage that receives it decides from the task's current state and version
+// exactly as for any other delivery (a late event is a stale no-op), a
+// provider attempt is keyed by UNIQUE(provider_idempotency_key) and a
+// charge by the ledger's UNIQUE(ledger_business_type, business_id). The
+// verdict is the operator's preview of that decision, not its enforcement;
+// it mirrors the stages' rules, which live in functions/ and may not be
+// imported here.
+//
+// Refusals are final for a row: a message the consumer would quarantine
+// again (unreadable, a payload that does not fit its schema, an unknown
+// task, an event whose tenant does not own its task, a payload that
+// contradicts what the consumer recorded under the same event id) is
+// never sent.
+//
+// # Audit
+//
+// Every step is a row or a state change of message_replays: the columns
+// hold the current decision (status, ticket, operator, reason, approved_at,
+// executed_at, replay_event_id), and dry_run_report holds the plan as the
+// dry run found it, the quarantine row it is about, and every step with
+// who, when, ticket, reason and the verdict checked at that moment. A dry
+// run needs no ticket: its row says ticket [NoTicket] and reason
+// [DryRunReason] until it is approved. A message without a readable event
+// id is recorded with the nil UUID as original_event_id. A bulk dry run
+// reads only; [ApproveBulk] records each message's plan with its approval
+// or refusal.
+package replay

@@ -1,0 +1,95 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Errors callers branch on. Every error of this package that a person
+// caused wraps one of them and says what to do; any other error is an
+// infrastructure failure.
+var (
+	// ErrNotFound: no quarantined message or replay has that id.
+	ErrNotFound = errors.New("not found")
+	// ErrAmbiguous: an event id names quarantined messages of several
+	// consumer groups; name the group or the quarantine id.
+	ErrAmbiguous = errors.New("ambiguous event id")
+	// ErrInvalid: a parameter is missing or malformed.
+	ErrInvalid = errors.New("invalid replay request")
+	// ErrRefused: the verdict is a refusal; nothing is or will be sent.
+	ErrRefused = errors.New("replay refused")
+	// ErrNotApproved: the replay is a dry run that was never approved.
+	ErrNotApproved = errors.New("replay not approved")
+	// ErrDecided: the dry run was approved or refused already.
+	ErrDecided = errors.New("replay already decided")
+	// ErrChanged: the quarantine no longer matches what the bulk dry run
+	// counted; nothing was approved.
+	ErrChanged = errors.New("quarantine changed since the dry run")
+)
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// DB is what the package runs on: a *pgxpool.Pool.
+type DB interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+	querier
+}
+
+// querier reads: a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// Limits of the words an operator records.
+const (
+	maxTicket   = 100
+	maxOperator = 200
+	maxReason   = 1000
+)
+
+// Decision is who approves a replay, under which ticket, and why.
+type Decision struct {
+	Ticket   string `json:"ticket"`
+	Operator string `json:"operator"`
+	Reason   string `json:"reason"`
+}
+
+func (d Decision) validate() error {
+	for _, err := range []error{
+		checkWord("ticket", d.Ticket, maxTicket),
+		checkWord("operator", d.Operator, maxOperator),
+		checkWord("reason", d.Reason, maxReason),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if strings.EqualFold(strings.TrimSpace(d.Ticket), NoTicket) {
+		return invalidf("ticket %q is what a dry run records; approve under the real ticket", NoTicket)
+	}
+	return nil
+}
+
+// checkWord refuses a blank, overlong or control-character value of an
+// audit field: what is recorded must be readable by the next person.
+func checkWord(name, v string, limit int) error {
+	switch {
+	case strings.TrimSpace(v) == "":
+		return invalidf("%s is required", name)
+	case len(v) > limit:
+		return invalidf("%s is longer than %d bytes", name, limit)
+	case strings.IndexFunc(v, unicode.IsControl) >= 0:
+		return invalidf("%s must not contain control characters", name)
+	}
+	return nil
+}

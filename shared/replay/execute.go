@@ -1,0 +1,200 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/outbox"
+)
+
+// Producer is the envelope producer of every replay: CloudEvents source
+// /aivedio/replay.
+const Producer = "replay"
+
+// Execution is what executing an approval did.
+type Execution struct {
+	ReplayID        uuid.UUID   `json:"replay_id"`
+	OriginalEventID uuid.UUID   `json:"original_event_id"`
+	ReplayEventID   uuid.UUID   `json:"replay_event_id"`
+	Consumer        string      `json:"consumer"`
+	Target          Destination `json:"target"`
+	ExecutedAt      time.Time   `json:"executed_at"`
+	// Verdict is the verdict checked at execution.
+	Verdict Verdict `json:"verdict"`
+	// AlreadyExecuted: an earlier call executed the approval; nothing was
+	// written now, and the ids are those it wrote.
+	AlreadyExecuted bool `json:"already_executed"`
+	// QuarantineReplayed counts the quarantine rows marked REPLAYED: the
+	// message and its copies.
+	QuarantineReplayed int64 `json:"quarantine_replayed"`
+}
+
+// Execute sends the approved replay approvalID: it checks the verdict once
+// more, writes the replay event to the outbox (a new event id, the
+// original as causation, payload and aggregate unchanged, the original
+// topic, tag and message group), marks the row EXECUTED and the quarantine
+// rows REPLAYED, all in one transaction. The relay publishes the event.
+//
+// Executing an approval again writes nothing and returns what the first
+// execution wrote, with AlreadyExecuted set. A dry run not approved is
+// [ErrNotApproved]; a refused replay, or one whose verdict became a
+// refusal (the row then becomes REJECTED), is [ErrRefused]. operator is
+// who executes.
+func Execute(ctx context.Context, db DB, approvalID uuid.UUID, operator string) (Execution, error) {
+	if err := checkWord("operator", operator, maxOperator); err != nil {
+		return Execution{}, err
+	}
+	var (
+		x       Execution
+		refused error
+	)
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		cur, err := lockReplay(ctx, tx, approvalID)
+		if err != nil {
+			return err
+		}
+		switch cur.Status {
+		case StatusExecuted:
+			x = executed(cur)
+			return nil
+		case StatusDryRun:
+			return fmt.Errorf("%w: replay %s is a dry run; approve it first under a ticket", ErrNotApproved, approvalID)
+		case StatusRejected:
+			return fmt.Errorf("%w: replay %s was refused: %s", ErrRefused, approvalID, lastReason(cur.Steps))
+		}
+		in, now, err := reinspect(ctx, tx, cur)
+		if err != nil {
+			return err
+		}
+		rep := in.report
+		step := rep.step(StepExecuted, now, operator)
+		if rep.Verdict.Action == Refuse {
+			step.Step = StepRefused
+			refused = fmt.Errorf("%w: %s: %s", ErrRefused, rep.Verdict.Code, rep.Verdict.Reason)
+			return refuse(ctx, tx, approvalID, step)
+		}
+		ev, err := replayEvent(in, now)
+		if err != nil {
+			return err
+		}
+		if err := outbox.Write(ctx, tx, ev); err != nil {
+			return fmt.Errorf("write replay of %s: %w", in.env.EventID, err)
+		}
+		step.ReplayEventID, step.Target = ev.Envelope.EventID, rep.Target
+		steps, err := json.Marshal([]Step{step})
+		if err != nil {
+			return fmt.Errorf("encode replay step: %w", err)
+		}
+		replayEventID := uuid.MustParse(ev.Envelope.EventID)
+		done, err := tx.Exec(ctx, `UPDATE message_replays SET status = 'EXECUTED', replay_event_id = $2, executed_at = $3,
+				topic = $4, dry_run_report = `+appendSteps(5)+`
+			WHERE replay_id = $1 AND status = 'APPROVED'`, approvalID, replayEventID, now, rep.Target.Topic, string(steps))
+		if err == nil && done.RowsAffected() != 1 {
+			err = fmt.Errorf("%d rows changed, want 1", done.RowsAffected())
+		}
+		if err != nil {
+			return fmt.Errorf("record execution of replay %s: %w", approvalID, err)
+		}
+		tag, err := tx.Exec(ctx, `UPDATE message_quarantine SET status = 'REPLAYED'
+			WHERE consumer_name = $1 AND event_id = $2 AND status = 'QUARANTINED'`, rep.Message.Consumer, in.env.EventID)
+		if err != nil {
+			return fmt.Errorf("mark quarantine of %s replayed: %w", in.env.EventID, err)
+		}
+		x = Execution{
+			ReplayID: approvalID, OriginalEventID: cur.OriginalEventID, ReplayEventID: replayEventID,
+			Consumer: rep.Message.Consumer, Target: *rep.Target, ExecutedAt: now, Verdict: rep.Verdict,
+			QuarantineReplayed: tag.RowsAffected(),
+		}
+		return nil
+	})
+	if err != nil {
+		return Execution{}, err
+	}
+	return x, refused
+}
+
+// replayEvent is the outbox event of a replay: the original envelope with
+// a new id, caused by the original, to the original destination.
+func replayEvent(in inspection, now time.Time) (outbox.Event, error) {
+	orig := in.env
+	env, err := envelope.New(envelope.NewParams{
+		EventType:     orig.EventType,
+		SchemaVersion: orig.SchemaVersion,
+		Producer:      Producer,
+		OccurredAt:    now,
+		AggregateType: orig.AggregateType,
+		AggregateID:   orig.AggregateID,
+		TenantID:      orig.TenantID,
+		TraceID:       orig.TraceID,
+		CorrelationID: orig.CorrelationID,
+		CausationID:   orig.EventID,
+		Payload:       orig.Payload,
+	})
+	if err != nil {
+		return outbox.Event{}, fmt.Errorf("build replay of %s: %w", orig.EventID, err)
+	}
+	ev := outbox.Event{Envelope: env, Topic: in.topic, Tag: in.report.Target.Tag}
+	switch in.topic.Type {
+	case catalog.FIFO:
+		ev.MessageGroup = in.report.Target.MessageGroup
+	case catalog.Delay:
+		ev.DeliverAt = now // due at once: the operator decided it is time
+	}
+	return ev, nil
+}
+
+// refuse moves an approved row to REJECTED and records step.
+func refuse(ctx context.Context, tx pgx.Tx, replayID uuid.UUID, step Step) error {
+	steps, err := json.Marshal([]Step{step})
+	if err != nil {
+		return fmt.Errorf("encode replay step: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE message_replays SET status = 'REJECTED', dry_run_report = `+appendSteps(2)+`
+		WHERE replay_id = $1`, replayID, string(steps)); err != nil {
+		return fmt.Errorf("record refusal of replay %s: %w", replayID, err)
+	}
+	return nil
+}
+
+// executed is the execution an EXECUTED row records.
+func executed(cur current) Execution {
+	x := Execution{
+		ReplayID: cur.ReplayID, OriginalEventID: cur.OriginalEventID, Consumer: cur.Consumer,
+		AlreadyExecuted: true, Target: Destination{Topic: cur.Topic},
+	}
+	if cur.ReplayEventID != nil {
+		x.ReplayEventID = *cur.ReplayEventID
+	}
+	if cur.ExecutedAt != nil {
+		x.ExecutedAt = *cur.ExecutedAt
+	}
+	for _, s := range cur.Steps {
+		if s.Step != StepExecuted {
+			continue
+		}
+		if s.Verdict != nil {
+			x.Verdict = *s.Verdict
+		}
+		if s.Target != nil {
+			x.Target = *s.Target
+		}
+	}
+	return x
+}
+
+// lastReason is the reason of the latest refusal in steps.
+func lastReason(steps []Step) string {
+	for i := len(steps) - 1; i >= 0; i-- {
+		if steps[i].Step == StepRefused && steps[i].Verdict != nil {
+			return steps[i].Verdict.Code + ": " + steps[i].Verdict.Reason
+		}
+	}
+	return "no reason recorded"
+}

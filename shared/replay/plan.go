@@ -1,0 +1,283 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/task"
+)
+
+// Ref names a quarantined message.
+type Ref struct {
+	// ID is its quarantine id, or the id of the event it carries.
+	ID uuid.UUID
+	// Consumer picks the consumer group when the event is quarantined for
+	// several; empty otherwise.
+	Consumer string
+}
+
+// Plan is the dry run of replaying the message ref names: it reads the
+// message, the task's state and side effects, gives the verdict, and
+// records it as a DRY_RUN row of message_replays whose id the report
+// carries. operator is who asked; nothing is sent.
+func Plan(ctx context.Context, db DB, ref Ref, operator string) (Report, error) {
+	if err := checkWord("operator", operator, maxOperator); err != nil {
+		return Report{}, err
+	}
+	if ref.ID == uuid.Nil {
+		return Report{}, invalidf("an event id or quarantine id is required")
+	}
+	var rep Report
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		r, err := resolve(ctx, tx, ref)
+		if err != nil {
+			return err
+		}
+		now, err := dbNow(ctx, tx)
+		if err != nil {
+			return err
+		}
+		in, err := inspect(ctx, tx, r, now, uuid.Nil)
+		if err != nil {
+			return err
+		}
+		in.report.ReplayID = uuid.Must(uuid.NewV7())
+		rec := stored{QuarantineID: r.QuarantineID, Plan: in.report, Steps: []Step{in.report.step(StepPlanned, now, operator)}}
+		if err := insertReplay(ctx, tx, in, rec, Decision{Ticket: NoTicket, Operator: operator, Reason: DryRunReason}, StatusDryRun, now); err != nil {
+			return err
+		}
+		rep = in.report
+		return nil
+	})
+	return rep, err
+}
+
+// resolve finds the quarantine row ref names: by quarantine id, else by
+// event id, preferring an open row.
+func resolve(ctx context.Context, q querier, ref Ref) (row, error) {
+	r, err := readRow(ctx, q, ref.ID, false)
+	if err == nil {
+		if ref.Consumer != "" && ref.Consumer != r.Consumer {
+			return row{}, invalidf("quarantined message %s belongs to %s, not %s", ref.ID, r.Consumer, ref.Consumer)
+		}
+		return r, nil
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return row{}, err
+	}
+	sql := `SELECT ` + messageColumns + `, body FROM message_quarantine WHERE event_id = $1`
+	args := []any{ref.ID}
+	if ref.Consumer != "" {
+		sql += ` AND consumer_name = $2`
+		args = append(args, ref.Consumer)
+	}
+	rows, err := q.Query(ctx, sql+` ORDER BY (status = 'QUARANTINED') DESC, received_at, quarantine_id`, args...)
+	if err != nil {
+		return row{}, fmt.Errorf("find quarantined event %s: %w", ref.ID, err)
+	}
+	found, err := pgx.CollectRows(rows, scanWithBody)
+	if err != nil {
+		return row{}, err
+	}
+	if len(found) == 0 {
+		if ref.Consumer != "" {
+			return row{}, fmt.Errorf("%w: no message of %s in quarantine has quarantine id or event id %s", ErrNotFound, ref.Consumer, ref.ID)
+		}
+		return row{}, fmt.Errorf("%w: no message in quarantine has quarantine id or event id %s", ErrNotFound, ref.ID)
+	}
+	var groups []string
+	for _, f := range found {
+		if !slices.Contains(groups, f.Consumer) {
+			groups = append(groups, f.Consumer)
+		}
+	}
+	if len(groups) > 1 {
+		return row{}, fmt.Errorf("%w: event %s is quarantined for %s; name the consumer group or the quarantine id",
+			ErrAmbiguous, ref.ID, strings.Join(groups, " and "))
+	}
+	return found[0], nil
+}
+
+// inspection is a report with what executing it needs.
+type inspection struct {
+	report Report
+	env    envelope.Envelope // valid when report.Event is set
+	topic  catalog.Topic     // valid when report.Target is set
+}
+
+// inspect builds the report of r as things are at now. self is the replay
+// being decided, left out of the earlier replays.
+func inspect(ctx context.Context, q querier, r row, now time.Time, self uuid.UUID) (inspection, error) {
+	in := inspection{report: Report{
+		Status: StatusDryRun, PlannedAt: now, Message: r.Message,
+		Effects: Effects{Attempts: []Attempt{}, Assets: []Asset{}, Ledger: []LedgerEntry{}},
+	}}
+	rep := &in.report
+	var err error
+	if rep.Copies, err = copiesOf(ctx, q, r); err != nil {
+		return inspection{}, err
+	}
+	eventID, _ := uuid.Parse(r.EventID)
+	if eventID != uuid.Nil {
+		if rep.PriorReplays, err = priors(ctx, q, r.Consumer, eventID, self); err != nil {
+			return inspection{}, err
+		}
+		if rep.Effects.Inbox, err = inboxRecord(ctx, q, r.Consumer, eventID); err != nil {
+			return inspection{}, err
+		}
+	}
+
+	env, envErr := decodeEnvelope(r.props, r.body)
+	if envErr != nil {
+		rep.EventError = envErr.Error()
+	} else {
+		in.env = env
+		rep.Event = eventView(env)
+	}
+	group, known := groupOf(r.Consumer)
+	rl, hasRule := rules[r.Consumer]
+
+	var destErr error
+	if envErr == nil && known {
+		var dest Destination
+		dest, in.topic, destErr = destination(ctx, q, r, env, group)
+		if destErr == nil {
+			rep.Target = &dest
+		}
+	}
+	var tgt target
+	var parseErr error
+	if envErr == nil && hasRule && env.EventType == rl.eventType {
+		tgt, parseErr = rl.parse(env)
+	}
+	var t task.Task
+	taskErr := task.ErrNotFound
+	if tgt.taskID != uuid.Nil {
+		t, taskErr = task.Get(ctx, q, tgt.taskID)
+		switch {
+		case errors.Is(taskErr, task.ErrNotFound):
+		case taskErr != nil:
+			return inspection{}, taskErr
+		default:
+			if rep.Task, err = taskState(ctx, q, t); err != nil {
+				return inspection{}, err
+			}
+			inbox := rep.Effects.Inbox
+			if rep.Effects, err = effects(ctx, q, t); err != nil {
+				return inspection{}, err
+			}
+			rep.Effects.Inbox = inbox
+		}
+	}
+
+	// The verdict: the first reason to refuse, else the stage's rule.
+	var (
+		refusedBy *Prior
+		verdict   Verdict
+	)
+	for i, p := range rep.PriorReplays {
+		if p.Status == StatusApproved || p.Status == StatusExecuted {
+			refusedBy = &rep.PriorReplays[i]
+			break
+		}
+	}
+	switch {
+	case r.Status != Quarantined:
+		verdict = Verdict(refusef("quarantine."+strings.ToLower(r.Status), "the message is %s already; a quarantined message is replayed once", r.Status))
+	case !known:
+		verdict = Verdict(refusef("consumer.unknown", "consumer group %q is not in the catalog: nothing would take the replay", r.Consumer))
+	case envErr != nil:
+		code := "envelope.unreadable"
+		if class, ok := envelope.ClassOf(envErr); ok {
+			code = "envelope." + string(class)
+		}
+		verdict = Verdict(refusef(code, "the message is not a valid event (%v): the same bytes would be refused the same way", envErr))
+	case !hasRule:
+		verdict = Verdict(refusef("replay.no_rule", "no stage consumes %s in this build, so nothing can say what a replay would do", r.Consumer))
+	case env.EventType != rl.eventType:
+		verdict = Verdict(refusef("event.type_not_handled", "%s handles %s, not %s: the stage would quarantine it again", r.Consumer, rl.eventType, env.EventType))
+	case r.ErrorCode == "inbox.payload_mismatch":
+		verdict = Verdict(refusef("inbox.payload_mismatch", "%s already processed a different payload under event id %s: the producer reused an id, and replaying this one would apply a second, conflicting fact", r.Consumer, r.EventID))
+	case refusedBy != nil:
+		verdict = Verdict(refusef("replay.already_replayed", "event %s is already %s for replay to %s (replay %s, ticket %s, operator %s)",
+			r.EventID, refusedBy.Status, r.Consumer, refusedBy.ReplayID, refusedBy.Ticket, refusedBy.Operator))
+	case destErr != nil:
+		verdict = Verdict(refusef("topic.unknown", "%v", destErr))
+	case parseErr != nil:
+		verdict = verdictOf(parseErr)
+	case errors.Is(taskErr, task.ErrNotFound):
+		verdict = Verdict(refusef("task.not_found", "task %s does not exist: the stage would quarantine the event again", tgt.taskID))
+	case env.TenantID != t.TenantID.String():
+		verdict = Verdict(refusef("security.tenant_mismatch", "the event names tenant %s but task %s belongs to another tenant: never replayed", env.TenantID, t.ID))
+	default:
+		verdict = tgt.decide(state{env: env, task: t, effects: rep.Effects, now: now})
+	}
+	rep.Verdict = verdict
+	return in, nil
+}
+
+func verdictOf(err error) Verdict {
+	var r refusal
+	if errors.As(err, &r) {
+		return Verdict(r)
+	}
+	return Verdict(refusef("payload.invalid", "%v", err))
+}
+
+// dbNow is the database's clock, so that audit times agree with the
+// columns it fills itself.
+func dbNow(ctx context.Context, q querier) (time.Time, error) {
+	var now time.Time
+	if err := q.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("read the database clock: %w", err)
+	}
+	return now.UTC(), nil
+}
+
+// lockPair serialises every decision about replaying one event to one
+// consumer until the transaction ends.
+func lockPair(ctx context.Context, tx pgx.Tx, r row) error {
+	key := r.EventID
+	if key == "" {
+		key = r.QuarantineID.String()
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "replay/"+r.Consumer+"/"+key); err != nil {
+		return fmt.Errorf("lock replays of %s to %s: %w", key, r.Consumer, err)
+	}
+	return nil
+}
+
+// insertReplay writes a new message_replays row.
+func insertReplay(ctx context.Context, tx pgx.Tx, in inspection, rec stored, d Decision, status string, now time.Time) error {
+	report, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode replay report: %w", err)
+	}
+	original, _ := uuid.Parse(in.report.Message.EventID) // the nil UUID for a message without a readable id
+	topic := in.report.Message.Topic
+	if in.report.Target != nil {
+		topic = in.report.Target.Topic
+	}
+	var approvedAt *time.Time
+	if status == StatusApproved {
+		approvedAt = &now
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO message_replays (replay_id, original_event_id, consumer_name, topic, ticket, operator, reason,
+			status, dry_run_report, created_at, approved_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		in.report.ReplayID, original, in.report.Message.Consumer, topic, d.Ticket, d.Operator, d.Reason, status, string(report), now, approvedAt)
+	if err != nil {
+		return fmt.Errorf("record replay of %s: %w", in.report.Message.QuarantineID, err)
+	}
+	return nil
+}
