@@ -126,7 +126,15 @@ func (s *poller) callback(ctx context.Context, ev envelope.Envelope) error {
 		// carries on as scheduled.
 		return stage.Noop(ctx, s.Pool, consumer, ev)
 	}
-	return s.apply(ctx, ev, consumer, t, task.PollDue{TaskID: t.ID}, job, nil)
+	// A callback names the job, not the attempt. Look the attempt up so
+	// that the fetch it asks for carries the same payload a poll's does:
+	// without this its attempt_id was the zero UUID.
+	var attemptID uuid.UUID
+	if err := s.Pool.QueryRow(ctx, `SELECT attempt_id FROM task_attempts WHERE task_id = $1 AND provider_job_id = $2`,
+		t.ID, t.ProviderJobID).Scan(&attemptID); err != nil {
+		return fmt.Errorf("read attempt of job %s: %w", t.ProviderJobID, err)
+	}
+	return s.apply(ctx, ev, consumer, t, task.PollDue{TaskID: t.ID, AttemptID: attemptID}, job, nil)
 }
 
 func (s *poller) read(ctx context.Context, ev envelope.Envelope, id uuid.UUID) (task.Task, error) {

@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -139,12 +141,34 @@ func notAVideo(p media.Probe, err error) string {
 	switch {
 	case errors.Is(err, media.ErrNoMediaStreams), errors.Is(err, media.ErrInvalidProbe):
 		return "the provider's output is not a playable video: " + err.Error()
-	case errors.As(err, &exit) && exit.ExitCode > 0:
+	case errors.As(err, &exit) && exit.ExitCode > 0 && !unreadable(exit):
 		return "the provider's output is not a playable video: " + err.Error()
 	case err == nil && p.Video == nil:
 		return "the provider's output has no video stream"
 	}
 	return ""
+}
+
+// unreadableSigns are what ffprobe says when it could not read the
+// presigned URL at all: storage down or refusing connections, or an HTTP
+// error status. ffprobe exits 1 for these exactly as for bytes that are no
+// video, so without this check a storage outage failed paid generations as
+// "not a playable video" instead of retrying the probe.
+var unreadableSigns = []string{
+	"Server returned", // any HTTP error status: 5XX, 403 (signature), 404
+	"Connection refused",
+	"Connection reset",
+	"timed out",
+	"Failed to resolve hostname",
+	"Network is unreachable",
+	"No route to host",
+	"I/O error",
+}
+
+// unreadable reports whether ffprobe failed reading its input rather than
+// on what it read.
+func unreadable(e *media.ExitError) bool {
+	return slices.ContainsFunc(unreadableSigns, func(sign string) bool { return strings.Contains(e.Stderr, sign) })
 }
 
 func record(ctx context.Context, tx pgx.Tx, a stage.Asset, p media.Probe) error {

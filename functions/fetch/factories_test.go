@@ -1,0 +1,214 @@
+package fetch_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aivedio/pipeline/shared/blob"
+	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/provider"
+	"github.com/aivedio/pipeline/shared/servicetest"
+	"github.com/aivedio/pipeline/shared/task"
+	"github.com/aivedio/pipeline/shared/tenant"
+)
+
+const (
+	providerName = "fake"
+	jobID        = "job-1"
+	// testBucket is shared by the stage tests; every object lives under
+	// its test's own tenant and task.
+	testBucket = "aivedio-functions-test"
+)
+
+// fakeProvider says the job succeeded and answers Download with the
+// scripted output, counting both calls.
+type fakeProvider struct {
+	provider.Client
+	mu        sync.Mutex
+	download  func(n int) (provider.Output, error)
+	gets      int
+	downloads int
+}
+
+func (f *fakeProvider) Name() string { return providerName }
+
+func (f *fakeProvider) Get(_ context.Context, id string) (provider.Job, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gets++
+	return provider.Job{ID: id, Status: provider.StatusSucceeded, Progress: 100, OutputURL: "https://provider.test/outputs/" + id}, nil
+}
+
+func (f *fakeProvider) Download(_ context.Context, job provider.Job) (provider.Output, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if job.OutputURL == "" {
+		return provider.Output{}, errors.New("fake: download of a job without an output URL")
+	}
+	f.downloads++
+	return f.download(f.downloads)
+}
+
+// counts returns how often Get and Download were called.
+func (f *fakeProvider) counts() (gets, downloads int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gets, f.downloads
+}
+
+// fetchingTask creates a tenant and a task whose provider job succeeded:
+// QUEUED -> SUBMITTING -> PROVIDER_RUNNING -> FETCHING through the state
+// machine.
+func fetchingTask(t *testing.T, pool *pgxpool.Pool) (task.Task, uuid.UUID) {
+	t.Helper()
+	ctx := t.Context()
+	o := task.Origin{Producer: "test"}
+	var cur task.Task
+	attemptID := uuid.Must(uuid.NewV7())
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		c, err := tenant.Create(ctx, tx, tenant.NewTenant{Name: "acme", Credits: 100}, tenant.RoleTenant)
+		if err != nil {
+			return err
+		}
+		hash := sha256.Sum256([]byte("request"))
+		cur, _, err = task.Create(ctx, tx, o, task.New{TenantID: c.TenantID, IdempotencyKey: "k", RequestHash: hash[:],
+			Model: "m", Prompt: "a cat", DurationSeconds: 2, Resolution: "640x360"},
+			func(task.Task) ([]outbox.Event, error) { return nil, nil })
+		if err != nil {
+			return err
+		}
+		if cur, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.Submitting, Set: task.Fields{Provider: task.Ptr(providerName)}}); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO task_attempts (attempt_id, task_id, attempt_no, provider, model, provider_idempotency_key,
+			client_request_id, provider_job_id, status) VALUES ($1, $2, 1, $3, 'm', $4, $5, $6, 'SUCCEEDED')`,
+			attemptID, cur.ID, providerName, cur.ID.String()+"-1", attemptID.String(), jobID); err != nil {
+			return err
+		}
+		pollAt := time.Now().UTC().Truncate(time.Microsecond)
+		if cur, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.ProviderRunning,
+			Set: task.Fields{ProviderJobID: task.Ptr(jobID), NextPollAt: &pollAt, DeadlineAt: task.Ptr(pollAt.Add(time.Hour))}}); err != nil {
+			return err
+		}
+		cur, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.Fetching, Set: task.Fields{Progress: task.Ptr(100)}})
+		return err
+	}))
+	return cur, attemptID
+}
+
+// newStore connects to the test S3 server (S3_* variables) and makes sure
+// the shared test bucket exists.
+func newStore(t *testing.T) *blob.Store {
+	t.Helper()
+	servicetest.Env(t, "S3 server", "S3_ENDPOINT")
+	servicetest.Env(t, "S3 server", "S3_ACCESS_KEY_ID")
+	servicetest.Env(t, "S3 server", "S3_SECRET_ACCESS_KEY")
+	var cfg config.S3
+	require.NoError(t, config.Load(&cfg))
+	cfg.Bucket = testBucket
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	store, err := blob.New(ctx, cfg)
+	require.NoError(t, err)
+	require.NoError(t, store.EnsureBucket(ctx))
+	return store
+}
+
+// removeAfter deletes the objects under keys when the test ends.
+func removeAfter(t *testing.T, store *blob.Store, keys ...string) {
+	t.Helper()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, key := range keys {
+			require.NoError(t, store.Delete(ctx, key))
+		}
+	})
+}
+
+// outputKey is where the fetch stage stores tk's output.
+func outputKey(t *testing.T, tk task.Task) string {
+	t.Helper()
+	key, err := blob.Key(tk.TenantID.String(), tk.ID.String(), "output", "video.mp4")
+	require.NoError(t, err)
+	return key
+}
+
+// cloudEvent builds the CloudEvent the adapter would deliver for one event
+// about tk.
+func cloudEvent(t *testing.T, tk task.Task, eventID, eventType string, payload any) event.Event {
+	t.Helper()
+	env, err := envelope.New(envelope.NewParams{EventID: eventID, EventType: eventType, Producer: "test",
+		AggregateType: task.AggregateType, AggregateID: tk.ID.String(), TenantID: tk.TenantID.String(), Payload: payload})
+	require.NoError(t, err)
+	ce, err := env.ToCloudEvent()
+	require.NoError(t, err)
+	return ce
+}
+
+// statusOf is the HTTP status a Handle error answers with; 200 for nil.
+func statusOf(t *testing.T, err error) int {
+	t.Helper()
+	if err == nil {
+		return 200
+	}
+	var res *cehttp.Result
+	require.True(t, errors.As(err, &res), "Handle returned %v, not an HTTP result", err)
+	return res.StatusCode
+}
+
+// storedEvents are the outbox events of one type, oldest first.
+func storedEvents(t *testing.T, pool *pgxpool.Pool, eventType string) []outbox.Stored {
+	t.Helper()
+	rows, err := pool.Query(t.Context(), `SELECT `+outbox.Columns+` FROM outbox_events WHERE event_type = $1 ORDER BY created_at, event_id`, eventType)
+	require.NoError(t, err)
+	evs, err := outbox.Scan(rows)
+	require.NoError(t, err)
+	return evs
+}
+
+// inboxResult is what the inbox recorded for an event, "" when nothing.
+func inboxResult(t *testing.T, pool *pgxpool.Pool, consumer, eventID string) string {
+	t.Helper()
+	var result string
+	err := pool.QueryRow(t.Context(), `SELECT result_code FROM inbox_dedup WHERE consumer_name = $1 AND event_id = $2`, consumer, eventID).Scan(&result)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ""
+	}
+	require.NoError(t, err)
+	return result
+}
+
+// assetRow is the part of an assets row the fetch stage writes.
+type assetRow struct {
+	ID          uuid.UUID
+	Kind        string
+	ObjectKey   string
+	SHA256      []byte
+	Size        int64
+	ContentType string
+}
+
+// assets lists a task's assets.
+func assets(t *testing.T, pool *pgxpool.Pool, taskID uuid.UUID) []assetRow {
+	t.Helper()
+	rows, err := pool.Query(t.Context(), `SELECT asset_id, kind, object_key, checksum_sha256, size_bytes, content_type
+		FROM assets WHERE task_id = $1 ORDER BY created_at`, taskID)
+	require.NoError(t, err)
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[assetRow])
+	require.NoError(t, err)
+	return got
+}

@@ -1,0 +1,248 @@
+package fetch_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aivedio/pipeline/functions/fetch"
+	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/blob"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/provider"
+	"github.com/aivedio/pipeline/shared/task"
+)
+
+type testBundle struct {
+	pool      *pgxpool.Pool
+	store     *blob.Store
+	fake      *fakeProvider
+	fn        *stage.Function
+	task      task.Task
+	attemptID uuid.UUID
+	key       string
+}
+
+// setup makes a FETCHING task and a fetch function whose provider answers
+// downloads with download.
+func setup(t *testing.T, download func(n int) (provider.Output, error)) *testBundle {
+	t.Helper()
+	b := &testBundle{pool: dbtest.TestSchema(t), store: newStore(t), fake: &fakeProvider{download: download}}
+	b.task, b.attemptID = fetchingTask(t, b.pool)
+	b.key = outputKey(t, b.task)
+	removeAfter(t, b.store, b.key)
+	b.fn = fetch.New(fetch.Params{Pool: b.pool, Provider: b.fake, Blob: b.store, Timeout: 5 * time.Second})
+	return b
+}
+
+func (b *testBundle) deliver(t *testing.T, eventID string) error {
+	t.Helper()
+	_, err := b.fn.Handle(t.Context(), cloudEvent(t, b.task, eventID, catalog.EventFetchRequested,
+		task.FetchRequested{TaskID: b.task.ID, AttemptID: b.attemptID}))
+	return err
+}
+
+func (b *testBundle) reload(t *testing.T) task.Task {
+	t.Helper()
+	got, err := task.Get(t.Context(), b.pool, b.task.ID)
+	require.NoError(t, err)
+	return got
+}
+
+// video is a provider output of n pseudo-random bytes, with its length
+// announced or not.
+func video(n int64, announced bool) (func(int) (provider.Output, error), []byte) {
+	var buf bytes.Buffer
+	_, _ = io.CopyN(&buf, rand.NewChaCha8([32]byte{byte(n)}), n)
+	body := buf.Bytes()
+	length := int64(-1)
+	if announced {
+		length = n
+	}
+	return func(int) (provider.Output, error) {
+		return provider.Output{Body: io.NopCloser(bytes.NewReader(body)), ContentType: "video/mp4", ContentLength: length}, nil
+	}, body
+}
+
+func failing(class provider.Class) func(int) (provider.Output, error) {
+	return func(int) (provider.Output, error) {
+		return provider.Output{}, &provider.Error{Class: class, StatusCode: http.StatusNotFound}
+	}
+}
+
+func TestOutputIsStoredAndProbed(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		size      int64
+		announced bool
+	}{
+		{"small with length", 256 << 10, true},
+		// Longer than one part and of unknown length: streamed as a
+		// multipart upload, never held whole.
+		{"multipart without length", blob.PartSize + 4096, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			download, body := video(tt.size, tt.announced)
+			b := setup(t, download)
+			id := uuid.NewString()
+			require.NoError(t, b.deliver(t, id))
+
+			sum := sha256.Sum256(body)
+			obj, err := b.store.Stat(t.Context(), b.key)
+			require.NoError(t, err)
+			require.Equal(t, hex.EncodeToString(sum[:]), obj.SHA256)
+			require.Equal(t, tt.size, obj.Size)
+			rc, _, err := b.store.Open(t.Context(), b.key)
+			require.NoError(t, err)
+			stored, err := io.ReadAll(rc)
+			require.NoError(t, rc.Close())
+			require.NoError(t, err)
+			require.True(t, bytes.Equal(body, stored), "the stored object is the provider's output")
+
+			rows := assets(t, b.pool, b.task.ID)
+			require.Len(t, rows, 1)
+			require.Equal(t, "SOURCE", rows[0].Kind)
+			require.Equal(t, b.key, rows[0].ObjectKey)
+			require.Equal(t, sum[:], rows[0].SHA256)
+			require.Equal(t, tt.size, rows[0].Size)
+			require.Equal(t, "video/mp4", rows[0].ContentType)
+
+			got := b.reload(t)
+			require.Equal(t, task.MediaProcessing, got.Status)
+			require.Equal(t, b.task.Version+1, got.Version)
+			probes := storedEvents(t, b.pool, catalog.EventPostprocess)
+			require.Len(t, probes, 1)
+			require.Equal(t, catalog.TagProbe, probes[0].Tag)
+			var req task.Postprocess
+			require.NoError(t, json.Unmarshal(probes[0].Envelope.Payload, &req))
+			require.Equal(t, task.Postprocess{TaskID: b.task.ID, AssetID: rows[0].ID, Step: catalog.TagProbe}, req)
+			require.Equal(t, id, probes[0].Envelope.CausationID)
+
+			gets, downloads := b.fake.counts()
+			require.Equal(t, 1, gets)
+			require.Equal(t, 1, downloads)
+
+			// The same event again is a duplicate: nothing is downloaded or written twice.
+			require.NoError(t, b.deliver(t, id))
+			_, downloads = b.fake.counts()
+			require.Equal(t, 1, downloads)
+			require.Len(t, storedEvents(t, b.pool, catalog.EventPostprocess), 1)
+		})
+	}
+}
+
+func TestEarlierUploadIsAdopted(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(int) (provider.Output, error) {
+		t.Error("the output was downloaded again")
+		return provider.Output{}, &provider.Error{Class: provider.ClassUnavailable}
+	})
+	// A delivery that stored the output and died before its database write.
+	_, body := video(64<<10, true)
+	obj, err := b.store.Put(t.Context(), b.key, bytes.NewReader(body), &blob.PutOpts{ContentType: "video/mp4", Size: int64(len(body))})
+	require.NoError(t, err)
+
+	require.NoError(t, b.deliver(t, uuid.NewString()))
+	gets, downloads := b.fake.counts()
+	require.Zero(t, gets, "the provider is not asked again")
+	require.Zero(t, downloads)
+	rows := assets(t, b.pool, b.task.ID)
+	require.Len(t, rows, 1)
+	require.Equal(t, obj.SHA256, hex.EncodeToString(rows[0].SHA256))
+	require.Equal(t, int64(len(body)), rows[0].Size)
+	require.Equal(t, task.MediaProcessing, b.reload(t).Status)
+	require.Len(t, storedEvents(t, b.pool, catalog.EventPostprocess), 1)
+}
+
+func TestOutputNotReadyIsRetried(t *testing.T) {
+	t.Parallel()
+	ready, _ := video(32<<10, true)
+	b := setup(t, func(n int) (provider.Output, error) {
+		if n == 1 {
+			return failing(provider.ClassOutputNotReady)(n)
+		}
+		return ready(n)
+	})
+	id := uuid.NewString()
+	err := b.deliver(t, id)
+	require.Equal(t, http.StatusInternalServerError, statusOf(t, err), "not ready yet: the adapter backs off and redelivers")
+
+	got := b.reload(t)
+	require.Equal(t, task.Fetching, got.Status)
+	require.Equal(t, b.task.Version, got.Version)
+	require.Empty(t, assets(t, b.pool, b.task.ID))
+	require.Empty(t, storedEvents(t, b.pool, catalog.EventPostprocess))
+	require.Empty(t, inboxResult(t, b.pool, catalog.GroupFetch.Name, id), "nothing recorded: the redelivery gets its chance")
+	_, err = b.store.Stat(t.Context(), b.key)
+	require.ErrorIs(t, err, blob.ErrNotFound)
+
+	// The redelivery, once the output is ready.
+	require.NoError(t, b.deliver(t, id))
+	require.Equal(t, task.MediaProcessing, b.reload(t).Status)
+	require.Len(t, assets(t, b.pool, b.task.ID), 1)
+}
+
+func TestOutputExpiredTwiceFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t, failing(provider.ClassOutputExpired))
+	id := uuid.NewString()
+	require.NoError(t, b.deliver(t, id))
+
+	got := b.reload(t)
+	require.Equal(t, task.Failed, got.Status)
+	require.Equal(t, "provider.output_expired", got.ErrorCode)
+	gets, downloads := b.fake.counts()
+	require.Equal(t, 2, gets, "a fresh output URL is asked for once")
+	require.Equal(t, 2, downloads)
+	settles := storedEvents(t, b.pool, catalog.EventSettleRequested)
+	require.Len(t, settles, 1)
+	var req task.SettleRequested
+	require.NoError(t, json.Unmarshal(settles[0].Envelope.Payload, &req))
+	require.Equal(t, task.SettleRequested{TaskID: b.task.ID, Status: task.Failed}, req)
+	require.Empty(t, assets(t, b.pool, b.task.ID))
+	require.Equal(t, "APPLIED", inboxResult(t, b.pool, catalog.GroupFetch.Name, id))
+}
+
+func TestOutputExpiredOnceIsFetchedAgain(t *testing.T) {
+	t.Parallel()
+	fresh, body := video(16<<10, true)
+	b := setup(t, func(n int) (provider.Output, error) {
+		if n == 1 {
+			return failing(provider.ClassOutputExpired)(n)
+		}
+		return fresh(n)
+	})
+	require.NoError(t, b.deliver(t, uuid.NewString()))
+	require.Equal(t, task.MediaProcessing, b.reload(t).Status)
+	sum := sha256.Sum256(body)
+	rows := assets(t, b.pool, b.task.ID)
+	require.Len(t, rows, 1)
+	require.Equal(t, sum[:], rows[0].SHA256)
+}
+
+func TestFetchOfTaskNotFetchingDoesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, failing(provider.ClassUnavailable))
+	_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET status = 'FAILED' WHERE task_id = $1`, b.task.ID)
+	require.NoError(t, err)
+	id := uuid.NewString()
+	require.NoError(t, b.deliver(t, id))
+	gets, downloads := b.fake.counts()
+	require.Zero(t, gets)
+	require.Zero(t, downloads)
+	require.Equal(t, "STALE_NOOP", inboxResult(t, b.pool, catalog.GroupFetch.Name, id))
+}

@@ -1,0 +1,197 @@
+package poll_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/provider"
+	"github.com/aivedio/pipeline/shared/servicetest"
+	"github.com/aivedio/pipeline/shared/task"
+	"github.com/aivedio/pipeline/shared/tenant"
+)
+
+// fakeProvider answers Get with a scripted job and counts the calls.
+type fakeProvider struct {
+	provider.Client
+	mu   sync.Mutex
+	job  func(n int) (provider.Job, error)
+	gets int
+}
+
+func (f *fakeProvider) Name() string { return providerName }
+
+func (f *fakeProvider) Get(_ context.Context, jobID string) (provider.Job, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gets++
+	j, err := f.job(f.gets)
+	if err == nil {
+		j.ID = jobID
+	}
+	return j, err
+}
+
+func (f *fakeProvider) calls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gets
+}
+
+// jobIs is a script that always answers a job in status.
+func jobIs(status provider.Status) func(int) (provider.Job, error) {
+	return func(int) (provider.Job, error) { return provider.Job{Status: status, Progress: 40}, nil }
+}
+
+const (
+	providerName = "fake"
+	jobID        = "job-1"
+)
+
+// runningTask creates a tenant and a task that the submit stage took to
+// PROVIDER_RUNNING with job jobID, through the state machine, and returns
+// it with its accepted attempt. next_poll_at is pollAt.
+func runningTask(t *testing.T, pool *pgxpool.Pool, pollAt time.Time) (task.Task, uuid.UUID) {
+	t.Helper()
+	ctx := t.Context()
+	o := task.Origin{Producer: "test"}
+	var cur task.Task
+	attemptID := uuid.Must(uuid.NewV7())
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		c, err := tenant.Create(ctx, tx, tenant.NewTenant{Name: "acme", Credits: 100}, tenant.RoleTenant)
+		if err != nil {
+			return err
+		}
+		hash := sha256.Sum256([]byte("request"))
+		cur, _, err = task.Create(ctx, tx, o, task.New{TenantID: c.TenantID, IdempotencyKey: "k", RequestHash: hash[:],
+			Model: "m", Prompt: "a cat", DurationSeconds: 2, Resolution: "640x360"},
+			func(task.Task) ([]outbox.Event, error) { return nil, nil })
+		if err != nil {
+			return err
+		}
+		if cur, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.Submitting, Set: task.Fields{Provider: task.Ptr(providerName)}}); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO task_attempts (attempt_id, task_id, attempt_no, provider, model, provider_idempotency_key,
+			client_request_id, provider_job_id, status, request_started_at, response_at)
+			VALUES ($1, $2, 1, $3, 'm', $4, $5, $6, 'ACCEPTED', now(), now())`,
+			attemptID, cur.ID, providerName, cur.ID.String()+"-1", attemptID.String(), jobID); err != nil {
+			return err
+		}
+		cur, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.ProviderRunning,
+			Set: task.Fields{ProviderJobID: task.Ptr(jobID), NextPollAt: &pollAt, DeadlineAt: task.Ptr(time.Now().Add(journey.MaxWait))}})
+		return err
+	}))
+	return cur, attemptID
+}
+
+// newRedis connects to the test Redis; the client is closed when the test
+// ends.
+func newRedis(t *testing.T) *redis.Client {
+	t.Helper()
+	opts, err := redis.ParseURL(servicetest.Env(t, "Redis", "REDIS_URL"))
+	require.NoError(t, err)
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// deleteKeys removes every Redis key under prefix.
+func deleteKeys(rdb *redis.Client, prefix string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	iter := rdb.Scan(ctx, 0, prefix+"*", 100).Iterator()
+	for iter.Next(ctx) {
+		if err := rdb.Del(ctx, iter.Val()).Err(); err != nil {
+			return err
+		}
+	}
+	return iter.Err()
+}
+
+// cloudEvent builds the CloudEvent the adapter would deliver for one event
+// about tk.
+func cloudEvent(t *testing.T, tk task.Task, eventID, eventType string, payload any) event.Event {
+	t.Helper()
+	env, err := envelope.New(envelope.NewParams{EventID: eventID, EventType: eventType, Producer: "test",
+		AggregateType: task.AggregateType, AggregateID: tk.ID.String(), TenantID: tk.TenantID.String(), Payload: payload})
+	require.NoError(t, err)
+	ce, err := env.ToCloudEvent()
+	require.NoError(t, err)
+	return ce
+}
+
+// statusOf is the HTTP status a Handle error answers with; 200 for nil.
+func statusOf(t *testing.T, err error) int {
+	t.Helper()
+	if err == nil {
+		return 200
+	}
+	var res *cehttp.Result
+	require.True(t, errors.As(err, &res), "Handle returned %v, not an HTTP result", err)
+	return res.StatusCode
+}
+
+// storedEvents are the outbox events of one type, oldest first.
+func storedEvents(t *testing.T, pool *pgxpool.Pool, eventType string) []outbox.Stored {
+	t.Helper()
+	rows, err := pool.Query(t.Context(), `SELECT `+outbox.Columns+` FROM outbox_events WHERE event_type = $1 ORDER BY created_at, event_id`, eventType)
+	require.NoError(t, err)
+	evs, err := outbox.Scan(rows)
+	require.NoError(t, err)
+	return evs
+}
+
+// inboxResult is what the inbox recorded for an event, "" when nothing.
+func inboxResult(t *testing.T, pool *pgxpool.Pool, consumer, eventID string) string {
+	t.Helper()
+	var result string
+	err := pool.QueryRow(t.Context(), `SELECT result_code FROM inbox_dedup WHERE consumer_name = $1 AND event_id = $2`, consumer, eventID).Scan(&result)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ""
+	}
+	require.NoError(t, err)
+	return result
+}
+
+// timeline lists a task's states in order of its task_events rows.
+func timeline(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) []task.Status {
+	t.Helper()
+	rows, err := pool.Query(t.Context(), `SELECT to_status FROM task_events WHERE task_id = $1 ORDER BY version`, id)
+	require.NoError(t, err)
+	got, err := pgx.CollectRows(rows, pgx.RowTo[task.Status])
+	require.NoError(t, err)
+	return got
+}
+
+// attemptState is the status and error code of an attempt.
+func attemptState(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) (status, code string) {
+	t.Helper()
+	var c *string
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT status, error_code FROM task_attempts WHERE attempt_id = $1`, id).Scan(&status, &c))
+	if c != nil {
+		code = *c
+	}
+	return status, code
+}
+
+// requireAfterDelay checks that at lies d after a moment in [before,
+// after]: the stage's own "now" is somewhere in there.
+func requireAfterDelay(t *testing.T, at time.Time, d time.Duration, before, after time.Time) {
+	t.Helper()
+	lo, hi := before.Add(d).Add(-time.Millisecond), after.Add(d).Add(time.Millisecond)
+	require.True(t, !at.Before(lo) && !at.After(hi), "%s is not %s after a moment in [%s, %s]", at, d, before, after)
+}

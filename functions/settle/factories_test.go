@@ -1,0 +1,133 @@
+package settle_test
+
+import (
+	"crypto/sha256"
+	"errors"
+	"testing"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aivedio/pipeline/shared/billing"
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/task"
+	"github.com/aivedio/pipeline/shared/tenant"
+)
+
+const (
+	// credits is the tenant's starting balance, reserved what its task holds.
+	credits  = 100
+	reserved = 20
+)
+
+// paths are the transitions that take a new task to each state the tests
+// need, as the stages would.
+var paths = map[task.Status][]task.Transition{
+	task.ProviderRunning: running,
+	task.Succeeded:       append(running[:len(running):len(running)], task.Transition{To: task.Fetching}, task.Transition{To: task.MediaProcessing}, task.Transition{To: task.Succeeded}),
+	task.Failed:          append(running[:len(running):len(running)], task.Transition{To: task.Failed, Set: task.Fields{ErrorCode: task.Ptr("provider.job_failed")}}),
+	task.CanceledWithOut: append(running[:len(running):len(running)], task.Transition{To: task.CanceledWithOut}),
+	task.NeedsAttention: {
+		{To: task.Submitting, Set: task.Fields{Provider: task.Ptr("fake")}},
+		{To: task.Reconciling},
+		{To: task.NeedsAttention},
+	},
+}
+
+var running = []task.Transition{
+	{To: task.Submitting, Set: task.Fields{Provider: task.Ptr("fake")}},
+	{To: task.ProviderRunning, Set: task.Fields{ProviderJobID: task.Ptr("job-1")}},
+}
+
+// taskIn creates a tenant with credits and a task moved to status through
+// the state machine; it holds a reservation when reserve is true.
+func taskIn(t *testing.T, pool *pgxpool.Pool, status task.Status, reserve bool) task.Task {
+	t.Helper()
+	path, ok := paths[status]
+	require.True(t, ok, "no path to %s", status)
+	ctx := t.Context()
+	o := task.Origin{Producer: "test"}
+	var cur task.Task
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		c, err := tenant.Create(ctx, tx, tenant.NewTenant{Name: "acme", Credits: credits}, tenant.RoleTenant)
+		if err != nil {
+			return err
+		}
+		hash := sha256.Sum256([]byte("request"))
+		cur, _, err = task.Create(ctx, tx, o, task.New{TenantID: c.TenantID, IdempotencyKey: "k", RequestHash: hash[:],
+			Model: "m", Prompt: "a cat", DurationSeconds: 2, Resolution: "640x360"},
+			func(task.Task) ([]outbox.Event, error) { return nil, nil })
+		if err != nil {
+			return err
+		}
+		if reserve {
+			if err := billing.Reserve(ctx, tx, c.TenantID, cur.ID, reserved); err != nil {
+				return err
+			}
+		}
+		for _, tr := range path {
+			if cur, err = task.Apply(ctx, tx, o, cur, tr); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	require.Equal(t, status, cur.Status)
+	return cur
+}
+
+// cloudEvent builds the CloudEvent the adapter would deliver for one event
+// about tk.
+func cloudEvent(t *testing.T, tk task.Task, eventID, eventType string, payload any) event.Event {
+	t.Helper()
+	env, err := envelope.New(envelope.NewParams{EventID: eventID, EventType: eventType, Producer: "test",
+		AggregateType: task.AggregateType, AggregateID: tk.ID.String(), TenantID: tk.TenantID.String(), Payload: payload})
+	require.NoError(t, err)
+	ce, err := env.ToCloudEvent()
+	require.NoError(t, err)
+	return ce
+}
+
+// statusOf is the HTTP status a Handle error answers with; 200 for nil.
+func statusOf(t *testing.T, err error) int {
+	t.Helper()
+	if err == nil {
+		return 200
+	}
+	var res *cehttp.Result
+	require.True(t, errors.As(err, &res), "Handle returned %v, not an HTTP result", err)
+	return res.StatusCode
+}
+
+// inboxResult is what the inbox recorded for an event, "" when nothing.
+func inboxResult(t *testing.T, pool *pgxpool.Pool, consumer, eventID string) string {
+	t.Helper()
+	var result string
+	err := pool.QueryRow(t.Context(), `SELECT result_code FROM inbox_dedup WHERE consumer_name = $1 AND event_id = $2`, consumer, eventID).Scan(&result)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ""
+	}
+	require.NoError(t, err)
+	return result
+}
+
+// reservationStatus is the status of a task's reservation.
+func reservationStatus(t *testing.T, pool *pgxpool.Pool, taskID uuid.UUID) string {
+	t.Helper()
+	var status string
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT status FROM credit_reservations WHERE task_id = $1`, taskID).Scan(&status))
+	return status
+}
+
+// captures counts the CAPTURE ledger entries of a tenant and sums them.
+func captures(t *testing.T, pool *pgxpool.Pool, tenantID uuid.UUID) (n int, sum int64) {
+	t.Helper()
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*), coalesce(sum(amount), 0) FROM credit_ledger
+		WHERE tenant_id = $1 AND ledger_business_type = $2`, tenantID, billing.EntryCapture).Scan(&n, &sum))
+	return n, sum
+}
