@@ -27,9 +27,11 @@ import (
 // fakeProvider answers Get with a scripted job and counts the calls.
 type fakeProvider struct {
 	provider.Client
-	mu   sync.Mutex
-	job  func(n int) (provider.Job, error)
-	gets int
+	mu  sync.Mutex
+	job func(n int) (provider.Job, error)
+	// canceled lists the jobs Cancel was called for.
+	canceled []string
+	gets     int
 }
 
 func (f *fakeProvider) Name() string { return providerName }
@@ -43,6 +45,20 @@ func (f *fakeProvider) Get(_ context.Context, jobID string) (provider.Job, error
 		j.ID = jobID
 	}
 	return j, err
+}
+
+// Cancel records the job it was asked to stop.
+func (f *fakeProvider) Cancel(_ context.Context, jobID string) (provider.Job, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.canceled = append(f.canceled, jobID)
+	return provider.Job{ID: jobID, Status: provider.StatusCanceled}, nil
+}
+
+func (f *fakeProvider) cancels() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.canceled...)
 }
 
 func (f *fakeProvider) calls() int {

@@ -197,13 +197,24 @@ func (s *poller) apply(ctx context.Context, ev envelope.Envelope, consumer strin
 	}
 	now := time.Now()
 	if t.DeadlineAt != nil && now.After(*t.DeadlineAt) {
-		return s.end(ctx, ev, consumer, t, log, func(tx pgx.Tx, cur task.Task) error {
+		err := s.end(ctx, ev, consumer, t, log, func(tx pgx.Tx, cur task.Task) error {
 			msg := fmt.Sprintf("the provider did not finish within GENERATION_MAX_WAIT (%s)", s.Journey.MaxWait)
 			if err := setAttempt(ctx, tx, cur.ID, cur.ProviderJobID, "FAILED", "max_wait", msg); err != nil {
 				return err
 			}
 			return task.Fail(ctx, tx, o, cur, "provider.max_wait_exceeded", msg)
 		})
+		if err == nil {
+			// The task is failed and refunded; stop the remote job too, or
+			// it keeps running (and charging) for nothing. Best effort: a
+			// job we cannot cancel ends on its own.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.Timeout)
+			defer cancel()
+			if _, cerr := s.Provider.Cancel(cctx, t.ProviderJobID); cerr != nil {
+				log.WarnContext(ctx, "cancel of the timed-out provider job failed", slog.String("provider_class", string(provider.ClassOf(cerr))))
+			}
+		}
+		return err
 	}
 	if getErr == nil && s.Redis != nil {
 		if err := live.SetProgress(ctx, s.Redis, t.ID, job.Progress, s.Journey.PollMax*3); err != nil {

@@ -238,6 +238,7 @@ func TestPastTheDeadlineFails(t *testing.T) {
 	status, code := attemptState(t, b.pool, b.attemptID)
 	require.Equal(t, "FAILED", status)
 	require.Equal(t, "max_wait", code)
+	require.Equal(t, []string{b.task.ProviderJobID}, b.fake.cancels(), "the remote job is stopped too")
 	require.Zero(t, b.slotsHeld(t))
 }
 
