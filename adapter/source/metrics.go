@@ -8,10 +8,12 @@ type Metrics struct {
 	latency     *prometheus.HistogramVec
 	inFlight    *prometheus.GaugeVec
 	quarantined *prometheus.CounterVec
+	lateness    *prometheus.HistogramVec // process-wide: see WakeupLateness
 }
 
 // NewMetrics creates the series and registers them with reg (nil: not
-// registered, for tests and embedded use).
+// registered, for tests and embedded use). The wake-up lateness histogram is
+// the process-wide one of [WakeupLateness], registered with the rest.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -31,9 +33,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "aivedio_adapter_quarantined_total",
 			Help: "Messages written to message_quarantine, by consumer group and error code.",
 		}, []string{"consumer_group", "error_code"}),
+		lateness: wakeupLateness,
 	}
 	if reg != nil {
-		reg.MustRegister(m.deliveries, m.latency, m.inFlight, m.quarantined)
+		reg.MustRegister(m.deliveries, m.latency, m.inFlight, m.quarantined, m.lateness)
 	}
 	return m
 }

@@ -36,6 +36,7 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aivedio/pipeline/adapter/cerocketmq"
 	"github.com/aivedio/pipeline/adapter/mq"
@@ -73,7 +74,8 @@ type Params struct {
 
 // Source runs one consumer group's delivery loop.
 type Source struct {
-	p Params
+	p    Params
+	late prometheus.Observer // the group's wake-up lateness
 }
 
 // New returns a Source; it panics on a missing dependency (a programming
@@ -103,7 +105,7 @@ func New(p Params) *Source {
 	if p.Metrics == nil {
 		p.Metrics = NewMetrics(nil)
 	}
-	return &Source{p: p}
+	return &Source{p: p, late: p.Metrics.lateness.WithLabelValues(p.Group.Name)}
 }
 
 // Run receives and delivers until ctx ends, then drains. It returns nil
@@ -171,6 +173,7 @@ func (s *Source) receiveLoop(ctx, work context.Context, c mq.Consumer, slots cha
 			}
 		}
 		batch, err := c.Receive(ctx, taken, s.p.Invisible)
+		observeLateness(s.late, batch, time.Now())
 		for range taken - len(batch) {
 			<-slots
 		}

@@ -12,6 +12,11 @@
 //     422 for the rest). The adapter quarantines the message and ACKs.
 //   - anything else: a 5xx. The adapter retries with backoff.
 //
+// # Metrics
+//
+// Every Handle is timed into aivedio_stage_work_duration_seconds{stage,
+// outcome}, process-wide: see [Collector].
+//
 // A Function is safe for concurrent use when its WorkFunc is.
 package stage
 
@@ -23,6 +28,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
@@ -46,6 +52,7 @@ type Params struct {
 // Function is a func-go instanced CloudEvents function for one stage.
 type Function struct {
 	params Params
+	timers workTimers
 }
 
 // New returns the function of one stage. It panics on a programming error
@@ -57,7 +64,7 @@ func New(p Params) *Function {
 	if p.Logger == nil {
 		p.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Function{params: p}
+	return &Function{params: p, timers: newWorkTimers(p.Name)}
 }
 
 // Name is the stage's name.
@@ -66,16 +73,19 @@ func (f *Function) Name() string { return f.params.Name }
 // Handle validates ev and runs the stage's work. The returned error is a
 // CloudEvents HTTP result whose status code tells the adapter what to do.
 func (f *Function) Handle(ctx context.Context, ev event.Event) (*event.Event, error) {
+	start := time.Now()
 	log := f.params.Logger.With(slog.String("stage", f.params.Name), slog.String("event_id", ev.ID()), slog.String("event_type", ev.Type()))
 	env, err := envelope.FromCloudEvent(ev)
 	if err != nil {
 		class, _ := envelope.ClassOf(err)
 		log.WarnContext(ctx, "invalid envelope", slog.String("error_class", string(class)), slog.String("error", err.Error()))
+		since(f.timers.permanent, start)
 		return nil, cehttp.NewResult(http.StatusBadRequest, "%w", outcome.Permanent("envelope."+string(class), err))
 	}
 	if !slices.Contains(f.params.EventTypes, env.EventType) {
 		err := fmt.Errorf("stage %s does not handle event type %q (it handles %s)", f.params.Name, env.EventType, strings.Join(f.params.EventTypes, ", "))
 		log.WarnContext(ctx, "event type not handled", slog.String("error", err.Error()))
+		since(f.timers.permanent, start)
 		return nil, cehttp.NewResult(http.StatusUnprocessableEntity, "%w", outcome.Permanent("event.type_not_handled", err))
 	}
 	log = log.With(slog.String("tenant_id", env.TenantID))
@@ -83,13 +93,16 @@ func (f *Function) Handle(ctx context.Context, ev event.Event) (*event.Event, er
 		class, code := outcome.Of(err)
 		log.WarnContext(ctx, "stage work failed", slog.String("error_class", string(class)), slog.String("error_code", code), slog.String("error", err.Error()))
 		if class == outcome.ClassPermanent {
+			since(f.timers.permanent, start)
 			return nil, cehttp.NewResult(http.StatusUnprocessableEntity, "%w", err)
 		}
 		status := http.StatusInternalServerError
 		if errors.Is(err, context.DeadlineExceeded) {
 			status = http.StatusServiceUnavailable
 		}
+		since(f.timers.retryable, start)
 		return nil, cehttp.NewResult(status, "%w", err)
 	}
+	since(f.timers.ok, start)
 	return nil, nil
 }

@@ -2,7 +2,9 @@
 # bench.sh: what `make bench` runs, inside with-services.sh. The kernel's
 # benchmarks run in one process beside their two baselines (the bare broker
 # pair and the PostgreSQL-only stage transaction), then the ratios are
-# printed from that same run.
+# printed from that same run. The journey benchmark (issue #4) runs the whole
+# pipeline on the emulator and on the RocketMQ proxy, and its figures are
+# printed beside each other and beside their goals.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=$(mktemp)
@@ -11,6 +13,9 @@ trap 'rm -f "$out"' EXIT
 echo "== benchmarks (real PostgreSQL and RocketMQ proxy)"
 go test -run='^$' -bench='Kernel|BareBroker|PostgresOnly' -benchtime=3x -count=1 -timeout 20m ./adapter/kernelbench/ | tee "$out"
 go test -run='^$' -bench=. -benchtime=2s -count=1 ./shared/inbox/ | tee -a "$out"
+
+echo "== journey: 30 generations a run through the whole pipeline (real PostgreSQL, Redis, S3, ffmpeg; emulator, then RocketMQ proxy)"
+go test -run='^$' -bench='^BenchmarkJourney$' -benchtime=1x -count=1 -timeout 15m ./local/ | tee -a "$out"
 
 echo "== side by side"
 awk '
@@ -26,4 +31,30 @@ awk '
 		printf "bare broker pair %8.0f events/s   kernel/bare = %.2f (target >= 0.5)\n", bare, (bare > 0 ? kernel / bare : 0)
 		printf "PostgreSQL only  %8.0f tx/s       kernel/pg   = %.2f (target >= 0.55)\n", pg, (pg > 0 ? kernel / pg : 0)
 		if (p99 != "") printf "p99 commit->ACK at 1,000 events/s: %s ms (target <= 50)\n", p99
+	}' "$out"
+
+echo
+awk '
+	function metric(unit,   i) { for (i = 3; i < NF; i++) if ($(i+1) == unit) return $i; return "" }
+	function cell(broker, jobs, unit,   v) { v = m[broker, jobs, unit]; return v == "" ? "       -" : sprintf("%8.3f", v) }
+	function row(label, jobs, unit, goal) {
+		printf "%-44s %s %s   %s\n", label, cell("emulator", jobs, unit), cell("rocketmq", jobs, unit), goal
+	}
+	/^BenchmarkJourney\// {
+		split($1, p, "/"); jobs = p[3]; sub(/-[0-9]+$/, "", jobs)
+		n = split("gen/s msgs/gen wake-p99-s ctl-cpu-s/gen media-cpu-s/gen svc-cpu-s/gen", units, " ")
+		for (i = 1; i <= n; i++) m[p[2], jobs, units[i]] = metric(units[i])
+		seen = 1
+	}
+	END {
+		if (!seen) exit
+		printf "%-44s %8s %8s\n", "journey, 30 generations a run", "emulator", "rocketmq"
+		row("generations/s, instant jobs", "instant-jobs", "gen/s", "")
+		row("broker messages/generation, default jobs", "default-jobs", "msgs/gen", "(goal <= 12)")
+		row("broker messages/generation, instant jobs", "instant-jobs", "msgs/gen", "")
+		row("wake-up lateness p99 s, default jobs", "default-jobs", "wake-p99-s", "(goal <= 1.5)")
+		row("wake-up lateness p99 s, instant jobs", "instant-jobs", "wake-p99-s", "(goal <= 1.5)")
+		row("control CPU s/generation, this process", "instant-jobs", "ctl-cpu-s/gen", "")
+		row("control CPU s/generation, services", "instant-jobs", "svc-cpu-s/gen", "(whole processes: other clients too)")
+		row("media CPU s/generation, ffmpeg/ffprobe", "instant-jobs", "media-cpu-s/gen", "")
 	}' "$out"

@@ -41,7 +41,7 @@ var errEmptyOutput = errors.New("ffmpeg wrote nothing")
 func (t *Tool) ProxyH264(ctx context.Context, input, output string) error {
 	ctx, cancel := withDefaultDeadline(ctx, DefaultDeriveTimeout)
 	defer cancel()
-	src, p, err := t.probeFor(ctx, input)
+	src, p, err := t.probeFor(ctx, input, OpProxy)
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
@@ -53,7 +53,7 @@ func (t *Tool) ProxyH264(ctx context.Context, input, output string) error {
 		args = append(args, "-map", "0:a:0", "-c:a", "aac", "-b:a", "128k")
 	}
 	args = append(args, "-movflags", "+faststart", "-f", "mp4")
-	if err := t.derive(ctx, src, output, nil, args); err != nil {
+	if err := t.derive(ctx, OpProxy, src, output, nil, args); err != nil {
 		return fmt.Errorf("proxy %s: %w", src.display, err)
 	}
 	return nil
@@ -67,7 +67,7 @@ func (t *Tool) ProxyH264(ctx context.Context, input, output string) error {
 func (t *Tool) Thumbnail(ctx context.Context, input, output string, at time.Duration) error {
 	ctx, cancel := withDefaultDeadline(ctx, DefaultDeriveTimeout)
 	defer cancel()
-	src, p, err := t.probeFor(ctx, input)
+	src, p, err := t.probeFor(ctx, input, OpThumbnail)
 	if err != nil {
 		return fmt.Errorf("thumbnail: %w", err)
 	}
@@ -77,11 +77,11 @@ func (t *Tool) Thumbnail(ctx context.Context, input, output string, at time.Dura
 	at = clampFrameTime(at, p)
 	args := []string{"-map", "0:V:0", "-frames:v", "1", "-vf", thumbnailFilter,
 		"-c:v", "mjpeg", "-q:v", "3", "-f", "image2", "-update", "1"}
-	err = t.derive(ctx, src, output, seek(at), args)
+	err = t.derive(ctx, OpThumbnail, src, output, seek(at), args)
 	if errors.Is(err, errEmptyOutput) && at > 0 {
 		// The container's duration outlasts the video (a longer audio
 		// track): no frame after at. The first frame is better than none.
-		err = t.derive(ctx, src, output, nil, args)
+		err = t.derive(ctx, OpThumbnail, src, output, nil, args)
 	}
 	if err != nil {
 		return fmt.Errorf("thumbnail %s at %s: %w", src.display, at, err)
@@ -96,7 +96,7 @@ func (t *Tool) Thumbnail(ctx context.Context, input, output string, at time.Dura
 func (t *Tool) Waveform(ctx context.Context, input, output string) error {
 	ctx, cancel := withDefaultDeadline(ctx, DefaultDeriveTimeout)
 	defer cancel()
-	src, p, err := t.probeFor(ctx, input)
+	src, p, err := t.probeFor(ctx, input, OpWaveform)
 	if err != nil {
 		return fmt.Errorf("waveform: %w", err)
 	}
@@ -105,20 +105,20 @@ func (t *Tool) Waveform(ctx context.Context, input, output string) error {
 	}
 	args := []string{"-filter_complex", waveformFilter, "-map", "[wave]",
 		"-frames:v", "1", "-c:v", "png", "-f", "image2", "-update", "1"}
-	if err := t.derive(ctx, src, output, nil, args); err != nil {
+	if err := t.derive(ctx, OpWaveform, src, output, nil, args); err != nil {
 		return fmt.Errorf("waveform %s: %w", src.display, err)
 	}
 	return nil
 }
 
-// probeFor checks input and probes it: the derivatives need to know which
-// streams exist before they ask ffmpeg for them.
-func (t *Tool) probeFor(ctx context.Context, input string) (source, Probe, error) {
+// probeFor checks input and probes it for operation op: the derivatives
+// need to know which streams exist before they ask ffmpeg for them.
+func (t *Tool) probeFor(ctx context.Context, input, op string) (source, Probe, error) {
 	src, err := newSource(input)
 	if err != nil {
 		return source{}, Probe{}, err
 	}
-	p, err := t.Probe(ctx, input)
+	p, err := t.probe(ctx, input, op)
 	if err != nil {
 		return source{}, Probe{}, err
 	}
@@ -146,10 +146,10 @@ func seek(at time.Duration) []string {
 	return []string{"-ss", strconv.FormatFloat(at.Seconds(), 'f', 3, 64)}
 }
 
-// derive runs ffmpeg on src with the given input and output options, into a
-// temporary file beside output that replaces output only when ffmpeg
-// succeeded and wrote something.
-func (t *Tool) derive(ctx context.Context, src source, output string, inputOpts, outputOpts []string) (err error) {
+// derive runs ffmpeg for operation op on src with the given input and
+// output options, into a temporary file beside output that replaces output
+// only when ffmpeg succeeded and wrote something.
+func (t *Tool) derive(ctx context.Context, op string, src source, output string, inputOpts, outputOpts []string) (err error) {
 	abs, err := filepath.Abs(output)
 	if err != nil {
 		return fmt.Errorf("resolve output path %q: %w", output, err)
@@ -175,7 +175,7 @@ func (t *Tool) derive(ctx context.Context, src source, output string, inputOpts,
 	args = append(args, "-i", src.arg)
 	args = append(args, outputOpts...)
 	args = append(args, "-y", "file:"+tmp)
-	if err := run(ctx, "ffmpeg", t.ffmpeg, src, args, nil); err != nil {
+	if err := run(ctx, "ffmpeg", op, t.ffmpeg, src, args, nil); err != nil {
 		return err
 	}
 

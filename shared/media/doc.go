@@ -32,5 +32,12 @@
 // [ErrInvalidProbe] and [ErrUnsupportedInput] describe the input and are
 // permanent: the same bytes fail the same way on every delivery.
 //
+// # CPU accounting
+//
+// Each child's user and system time is counted by tool and operation,
+// whatever its outcome: [CPUTotals] in process, [Collectors] for
+// Prometheus. It is the media side of a stage's CPU; the process's own CPU
+// (getrusage RUSAGE_SELF) leaves the children out.
+//
 // Tests make real clips with the mediatest package.
 package media

@@ -43,6 +43,11 @@ type AudioStream struct {
 // ffprobe itself is an [*ExitError] carrying what ffprobe said; an input it
 // can read but that holds no media is [ErrNoMediaStreams].
 func (t *Tool) Probe(ctx context.Context, input string) (Probe, error) {
+	return t.probe(ctx, input, OpProbe)
+}
+
+// probe is Probe run for operation op.
+func (t *Tool) probe(ctx context.Context, input, op string) (Probe, error) {
 	src, err := newSource(input)
 	if err != nil {
 		return Probe{}, fmt.Errorf("probe: %w", err)
@@ -58,7 +63,7 @@ func (t *Tool) Probe(ctx context.Context, input string) (Probe, error) {
 		"-show_format", "-show_streams",
 		"-i", src.arg,
 	}
-	err = run(ctx, "ffprobe", t.ffprobe, src, args, out)
+	err = run(ctx, "ffprobe", op, t.ffprobe, src, args, out)
 	if out.overflow {
 		return Probe{}, fmt.Errorf("probe %s: ffprobe wrote more than %d bytes: %w", src.display, MaxProbeOutput, ErrInvalidProbe)
 	}

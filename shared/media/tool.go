@@ -50,10 +50,11 @@ func withDefaultDeadline(ctx context.Context, d time.Duration) (context.Context,
 	return context.WithTimeout(ctx, d)
 }
 
-// run executes one tool with stdin closed, stdout to w (discarded when nil)
-// and the tail of stderr kept for the error. When ctx ends first the process
-// is killed and the error wraps ctx's error (and its cause, if different).
-func run(ctx context.Context, name, bin string, src source, args []string, w io.Writer) error {
+// run executes one tool for operation op with stdin closed, stdout to w
+// (discarded when nil) and the tail of stderr kept for the error. When ctx
+// ends first the process is killed and the error wraps ctx's error (and its
+// cause, if different). The child's CPU time is counted whatever the outcome.
+func run(ctx context.Context, name, op, bin string, src source, args []string, w io.Writer) error {
 	if err := ctx.Err(); err != nil {
 		return ctxError(ctx, name)
 	}
@@ -63,6 +64,7 @@ func run(ctx context.Context, name, bin string, src source, args []string, w io.
 	cmd.Stderr = stderr
 	cmd.WaitDelay = waitDelay
 	err := cmd.Run()
+	countCPU(name, op, cmd.ProcessState)
 	if err == nil {
 		return nil
 	}
