@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -35,6 +36,10 @@ import (
 
 // Name is the stage's name.
 const Name = "reconcile"
+
+// PingEventType is the type Knative's PingSource gives its events: the
+// periodic trigger in a deployment (knative/base/reconcile-ping.yaml).
+const PingEventType = "dev.knative.sources.ping"
 
 // lookBack widens the provider lookup's time window below the attempt's
 // start, for clock skew between us and the provider.
@@ -58,7 +63,18 @@ func New(p Params) *stage.Function {
 		p.Logger = slog.New(slog.DiscardHandler)
 	}
 	r := &reconciler{Params: p}
-	return stage.New(stage.Params{Name: Name, EventTypes: []string{catalog.EventReconcileDue}, Work: r.work, Logger: p.Logger})
+	scan := func(ctx context.Context, ev event.Event) error {
+		rep, err := r.Scan(ctx)
+		if err != nil {
+			return err
+		}
+		r.Logger.InfoContext(ctx, "reconcile scan", slog.String("trigger", ev.Type()), slog.Any("rescued", rep.Rescued),
+			slog.Int("settled", rep.Settled), slog.Int("needs_attention", rep.NeedsAttention),
+			slog.Int("stale_outbox_rows", rep.StaleOutboxRows), slog.Duration("oldest_unpublished", rep.OldestUnpublished))
+		return nil
+	}
+	return stage.New(stage.Params{Name: Name, EventTypes: []string{catalog.EventReconcileDue}, Work: r.work, Logger: p.Logger,
+		Triggers: map[string]stage.TriggerFunc{ScanEventType: scan, PingEventType: scan}})
 }
 
 func (r *reconciler) work(ctx context.Context, ev envelope.Envelope) error {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -193,4 +194,24 @@ func TestScanReportsAStaleOutbox(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.StaleOutboxRows)
 	require.Greater(t, rep.OldestUnpublished, 50*time.Minute)
+}
+
+// TestAPingScans: Knative's PingSource event, which carries no envelope,
+// runs the scan through the stage's ordinary entry point.
+func TestAPingScans(t *testing.T) {
+	t.Parallel()
+	b := scanSetup(t)
+	stuck := b.stuckTask(t, task.Queued, 5*time.Minute)
+	fn := reconcile.New(reconcile.Params{Pool: b.pool, Journey: scanJourney, Timeout: 10 * time.Second})
+	ping := event.New()
+	ping.SetID(uuid.NewString())
+	ping.SetType(reconcile.PingEventType)
+	ping.SetSource("/apis/v1/namespaces/aivedio/pingsources/reconcile-sweep")
+	require.NoError(t, ping.SetData(event.ApplicationJSON, map[string]string{"sweep": "stalled-tasks"}))
+	_, err := fn.Handle(t.Context(), ping)
+	require.NoError(t, err)
+	got, err := task.Get(t.Context(), b.pool, stuck.ID)
+	require.NoError(t, err)
+	require.Equal(t, stuck.Version+1, got.Version)
+	require.Equal(t, []string{catalog.EventSubmitRequested}, b.emitted(t))
 }

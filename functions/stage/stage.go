@@ -46,8 +46,15 @@ type Params struct {
 	Name       string   // stage name, e.g. "submit"
 	EventTypes []string // event types the stage handles
 	Work       WorkFunc
-	Logger     *slog.Logger
+	// Triggers handle system events that carry no envelope, by CloudEvent
+	// type: a periodic PingSource tick names no tenant or task.
+	Triggers map[string]TriggerFunc
+	Logger   *slog.Logger
 }
+
+// TriggerFunc handles a system event; its error is reported like a
+// WorkFunc's.
+type TriggerFunc func(ctx context.Context, ev event.Event) error
 
 // Function is a func-go instanced CloudEvents function for one stage.
 type Function struct {
@@ -75,6 +82,9 @@ func (f *Function) Name() string { return f.params.Name }
 func (f *Function) Handle(ctx context.Context, ev event.Event) (*event.Event, error) {
 	start := time.Now()
 	log := f.params.Logger.With(slog.String("stage", f.params.Name), slog.String("event_id", ev.ID()), slog.String("event_type", ev.Type()))
+	if trigger, ok := f.params.Triggers[ev.Type()]; ok {
+		return nil, f.result(ctx, log, start, trigger(ctx, ev))
+	}
 	env, err := envelope.FromCloudEvent(ev)
 	if err != nil {
 		class, _ := envelope.ClassOf(err)
@@ -89,20 +99,27 @@ func (f *Function) Handle(ctx context.Context, ev event.Event) (*event.Event, er
 		return nil, cehttp.NewResult(http.StatusUnprocessableEntity, "%w", outcome.Permanent("event.type_not_handled", err))
 	}
 	log = log.With(slog.String("tenant_id", env.TenantID))
-	if err := f.params.Work(ctx, env); err != nil {
+	return nil, f.result(ctx, log, start, f.params.Work(ctx, env))
+}
+
+// result maps a work or trigger error to the CloudEvents HTTP result the
+// adapter acts on (nil; 422 permanent; 503 deadline; 500 otherwise) and
+// times the call.
+func (f *Function) result(ctx context.Context, log *slog.Logger, start time.Time, err error) error {
+	if err != nil {
 		class, code := outcome.Of(err)
 		log.WarnContext(ctx, "stage work failed", slog.String("error_class", string(class)), slog.String("error_code", code), slog.String("error", err.Error()))
 		if class == outcome.ClassPermanent {
 			since(f.timers.permanent, start)
-			return nil, cehttp.NewResult(http.StatusUnprocessableEntity, "%w", err)
+			return cehttp.NewResult(http.StatusUnprocessableEntity, "%w", err)
 		}
 		status := http.StatusInternalServerError
 		if errors.Is(err, context.DeadlineExceeded) {
 			status = http.StatusServiceUnavailable
 		}
 		since(f.timers.retryable, start)
-		return nil, cehttp.NewResult(status, "%w", err)
+		return cehttp.NewResult(status, "%w", err)
 	}
 	since(f.timers.ok, start)
-	return nil, nil
+	return nil
 }

@@ -19,10 +19,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/cloudevents/sdk-go/v2/event"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/google/uuid"
+
 	"github.com/aivedio/pipeline/adapter/mq"
 	"github.com/aivedio/pipeline/adapter/relay"
 	"github.com/aivedio/pipeline/adapter/source"
 	"github.com/aivedio/pipeline/functions"
+	"github.com/aivedio/pipeline/functions/reconcile"
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/catalog"
 )
@@ -48,7 +54,10 @@ type Params struct {
 	// RetryMin is the first redelivery backoff; 10 s (RocketMQ's minimum)
 	// when zero. The emulator accepts shorter.
 	RetryMin time.Duration
-	Logger   *slog.Logger
+	// ScanEvery is how often the reconcile stage is sent its periodic scan
+	// trigger, as a Knative PingSource does; 30 s when zero.
+	ScanEvery time.Duration
+	Logger    *slog.Logger
 }
 
 // Stack is a running pipeline.
@@ -74,6 +83,9 @@ func New(p Params) (*Stack, error) {
 	}
 	if p.RetryMin <= 0 {
 		p.RetryMin = 10 * time.Second
+	}
+	if p.ScanEvery <= 0 {
+		p.ScanEvery = 30 * time.Second
 	}
 	if p.Logger == nil {
 		p.Logger = slog.New(slog.DiscardHandler)
@@ -140,6 +152,9 @@ func (s *Stack) Run(ctx context.Context, ready func()) error {
 	r := relay.New(relay.Params{Pool: s.p.Deps.Pool, Producer: s.p.Broker.Producer(), Owner: "local-stack",
 		Poll: 500 * time.Millisecond, Logger: s.p.Logger.With(slog.String("component", "relay"))})
 	wg.Go(func() { fail(r.Run(ctx)) })
+	if url, ok := s.URLs[reconcile.Name]; ok {
+		wg.Go(func() { s.tick(ctx, url) })
+	}
 	if ready != nil {
 		ready()
 	}
@@ -148,6 +163,42 @@ func (s *Stack) Run(ctx context.Context, ready func()) error {
 		return err
 	}
 	return nil
+}
+
+// tick posts the reconcile stage's scan trigger every ScanEvery, over the
+// same HTTP CloudEvents path a Knative PingSource uses.
+func (s *Stack) tick(ctx context.Context, url string) {
+	client := &http.Client{Timeout: time.Minute}
+	t := time.NewTicker(s.p.ScanEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ev := event.New()
+		ev.SetID(uuid.NewString())
+		ev.SetType(reconcile.ScanEventType)
+		ev.SetSource("/aivedio/local/ticker")
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+		if err == nil {
+			err = cehttp.WriteRequest(ctx, binding.ToMessage(&ev), req)
+		}
+		var resp *http.Response
+		if err == nil {
+			resp, err = client.Do(req)
+		}
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode >= 300 {
+				err = fmt.Errorf("HTTP %d", resp.StatusCode)
+			}
+		}
+		if err != nil && ctx.Err() == nil {
+			s.p.Logger.WarnContext(ctx, "reconcile scan trigger failed", slog.String("error", err.Error()))
+		}
+	}
 }
 
 // serveFunction serves handle over HTTP CloudEvents on a loopback port, as
