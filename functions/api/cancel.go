@@ -27,9 +27,9 @@ const cancelRounds = 3
 //     releases the reservation, in one transaction; 200.
 //   - a terminal state: 409, nothing changes.
 //   - any other state: cancel_requested is set and the answer is 202 with
-//     the current status. The stages that act on the flag while a provider
-//     job runs are not built yet, so such a task may still finish (and be
-//     charged); the message says so.
+//     the current status. A running provider job is asked to stop at once
+//     (through an immediate poll); a task past the provider ends
+//     CANCELED_WITH_OUTPUT, keeping its output and charged.
 //
 // Every write is a compare-and-set on the version read; a task that moved
 // meanwhile is re-read and decided again, never written blindly.
@@ -104,20 +104,49 @@ func (s *Server) cancelOnce(ctx context.Context, tx pgx.Tx, tenantID, id uuid.UU
 		// Not a transition (the status stays), so the version stays too: a
 		// version is one timeline row and one state-changed event. The
 		// update is still conditional on the status and version read, and
-		// the stage that next moves the task reads the flag.
+		// the stage that next moves the task reads the flag. A running
+		// provider job is asked to stop at once: the poll chain is moved
+		// to now (its scheduled message goes stale), and the poll stage
+		// cancels at the provider.
 		if !cur.CancelRequested {
-			tag, err := tx.Exec(ctx, `UPDATE generation_tasks SET cancel_requested = true, updated_at = now()
+			var pollAt *time.Time
+			var poll []outbox.Event
+			if cur.Status == task.ProviderRunning {
+				now := time.Now().UTC().Truncate(time.Microsecond)
+				var attemptID uuid.UUID
+				err := tx.QueryRow(ctx, `SELECT attempt_id FROM task_attempts WHERE task_id = $1 AND provider_job_id = $2`,
+					cur.ID, cur.ProviderJobID).Scan(&attemptID)
+				switch {
+				case errors.Is(err, pgx.ErrNoRows):
+					// No attempt names the job (not a state the stages
+					// leave): the chain's next poll reads the flag.
+				case err != nil:
+					return 0, taskRef{}, fmt.Errorf("attempt of running task %s: %w", cur.ID, err)
+				default:
+					e, err := origin.Event(cur, catalog.EventPollDue, catalog.GenerationPollDelay, "",
+						task.PollDue{TaskID: cur.ID, AttemptID: attemptID, PollAt: now}, now)
+					if err != nil {
+						return 0, taskRef{}, err
+					}
+					pollAt, poll = &now, []outbox.Event{e}
+				}
+			}
+			tag, err := tx.Exec(ctx, `UPDATE generation_tasks SET cancel_requested = true, next_poll_at = coalesce($5, next_poll_at), updated_at = now()
 				WHERE task_id = $1 AND tenant_id = $2 AND status = $3 AND version = $4`,
-				cur.ID, tenantID, cur.Status, cur.Version)
+				cur.ID, tenantID, cur.Status, cur.Version, pollAt)
 			if err != nil {
 				return 0, taskRef{}, fmt.Errorf("request cancel of task %s: %w", cur.ID, err)
 			}
 			if tag.RowsAffected() == 0 {
 				return 0, taskRef{}, task.ErrStale
 			}
+			if err := outbox.Write(ctx, tx, poll...); err != nil {
+				return 0, taskRef{}, err
+			}
 		}
 		return http.StatusAccepted, taskRef{TaskID: cur.ID, Status: cur.Status, Version: cur.Version,
-			Message: fmt.Sprintf("cancel requested: the generation is already %s. Stopping work in progress is not implemented yet "+
-				"(a later part of issue #4), so it may still finish and be charged; GET /v1/generations/%s shows where it stands", cur.Status, cur.ID)}, nil
+			Message: fmt.Sprintf("cancel requested while the generation is %s: a running provider job is asked to stop. "+
+				"If the provider stops it, the generation ends CANCELED and its credits are released; if the provider had already "+
+				"finished, it ends CANCELED_WITH_OUTPUT: the output is kept and charged. GET /v1/generations/%s shows where it stands", cur.Status, cur.ID)}, nil
 	}
 }

@@ -3,6 +3,7 @@ package api_test
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -92,6 +93,11 @@ func TestCancelWhileRunningRequestsIt(t *testing.T) {
 	_, key := b.tenant(t, 1000, tenant.RoleTenant)
 	id := b.createTask(t, key)
 	running := b.move(t, id, task.Submitting, task.ProviderRunning)
+	_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET provider = 'sim', provider_job_id = 'job-1', next_poll_at = now() + interval '1 minute' WHERE task_id = $1`, id)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(t.Context(), `INSERT INTO task_attempts (task_id, attempt_no, provider, model, provider_idempotency_key, client_request_id, provider_job_id, status)
+		VALUES ($1::uuid, 1, 'sim', 'm', $1::uuid::text || '-1', 'crid', 'job-1', 'ACCEPTED')`, id)
+	require.NoError(t, err)
 
 	for range 2 { // a repeat changes nothing more
 		r := b.cancel(t, key, id)
@@ -99,11 +105,13 @@ func TestCancelWhileRunningRequestsIt(t *testing.T) {
 		got := r.json(t)
 		require.Equal(t, "PROVIDER_RUNNING", got["status"])
 		require.EqualValues(t, running.Version, got["version"])
-		require.Contains(t, got["message"], "not implemented yet")
+		require.Contains(t, got["message"], "CANCELED_WITH_OUTPUT")
 	}
 	cur, err := task.Get(t.Context(), b.pool, id)
 	require.NoError(t, err)
 	require.True(t, cur.CancelRequested)
+	require.WithinDuration(t, time.Now(), *cur.NextPollAt, 5*time.Second, "the poll chain moved to now")
+	require.Len(t, b.outboxPayloads(t, id, catalog.EventPollDue), 1, "one immediate poll asks the provider to stop")
 	require.Equal(t, running.Version, cur.Version, "a flag is not a transition")
 	require.Empty(t, b.outboxPayloads(t, id, catalog.EventSettleRequested))
 

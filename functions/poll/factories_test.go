@@ -29,9 +29,11 @@ type fakeProvider struct {
 	provider.Client
 	mu  sync.Mutex
 	job func(n int) (provider.Job, error)
-	// canceled lists the jobs Cancel was called for.
-	canceled []string
-	gets     int
+	// canceled lists the jobs Cancel was called for; cancelAnswer, when
+	// set, is what Cancel answers (the job canceled otherwise).
+	canceled     []string
+	cancelAnswer func() (provider.Job, error)
+	gets         int
 }
 
 func (f *fakeProvider) Name() string { return providerName }
@@ -52,6 +54,11 @@ func (f *fakeProvider) Cancel(_ context.Context, jobID string) (provider.Job, er
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.canceled = append(f.canceled, jobID)
+	if f.cancelAnswer != nil {
+		j, err := f.cancelAnswer()
+		j.ID = jobID
+		return j, err
+	}
 	return provider.Job{ID: jobID, Status: provider.StatusCanceled}, nil
 }
 

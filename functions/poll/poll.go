@@ -95,6 +95,9 @@ func (s *poller) work(ctx context.Context, ev envelope.Envelope) error {
 		// polling early or losing the chain.
 		return s.reschedule(ctx, ev, consumer, t, due, due.PollAt)
 	}
+	if t.CancelRequested {
+		return s.cancelJob(ctx, ev, consumer, t, due.AttemptID)
+	}
 	job, err := s.get(ctx, t.ProviderJobID)
 	return s.apply(ctx, ev, consumer, t, due, job, err)
 }
@@ -118,14 +121,6 @@ func (s *poller) callback(ctx context.Context, ev envelope.Envelope) error {
 	if t.Status != task.ProviderRunning || t.Provider != cb.Provider || t.ProviderJobID != cb.ProviderJobID {
 		return stage.Noop(ctx, s.Pool, consumer, ev)
 	}
-	// The callback only says something happened; the job's state is read
-	// from the provider, which is the authority.
-	job, err := s.get(ctx, t.ProviderJobID)
-	if err != nil || !job.Status.Terminal() {
-		// Not over yet (or the provider is unreachable): the poll chain
-		// carries on as scheduled.
-		return stage.Noop(ctx, s.Pool, consumer, ev)
-	}
 	// A callback names the job, not the attempt. Look the attempt up so
 	// that the fetch it asks for carries the same payload a poll's does:
 	// without this its attempt_id was the zero UUID.
@@ -133,6 +128,17 @@ func (s *poller) callback(ctx context.Context, ev envelope.Envelope) error {
 	if err := s.Pool.QueryRow(ctx, `SELECT attempt_id FROM task_attempts WHERE task_id = $1 AND provider_job_id = $2`,
 		t.ID, t.ProviderJobID).Scan(&attemptID); err != nil {
 		return fmt.Errorf("read attempt of job %s: %w", t.ProviderJobID, err)
+	}
+	if t.CancelRequested {
+		return s.cancelJob(ctx, ev, consumer, t, attemptID)
+	}
+	// The callback only says something happened; the job's state is read
+	// from the provider, which is the authority.
+	job, err := s.get(ctx, t.ProviderJobID)
+	if err != nil || !job.Status.Terminal() {
+		// Not over yet (or the provider is unreachable): the poll chain
+		// carries on as scheduled.
+		return stage.Noop(ctx, s.Pool, consumer, ev)
 	}
 	return s.apply(ctx, ev, consumer, t, task.PollDue{TaskID: t.ID, AttemptID: attemptID}, job, nil)
 }

@@ -96,6 +96,9 @@ func (r *reconciler) work(ctx context.Context, ev envelope.Envelope) error {
 	if err := stage.CheckTenant(ev, t.TenantID); err != nil {
 		return err
 	}
+	if t.Status == task.CancelReconciling && due.Reason == stage.ReasonCancel {
+		return r.settleCancel(ctx, ev, consumer, t, due)
+	}
 	if t.Status != task.Reconciling {
 		return stage.Noop(ctx, r.Pool, consumer, ev)
 	}

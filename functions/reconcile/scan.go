@@ -70,6 +70,7 @@ func (r *reconciler) Scan(ctx context.Context) (ScanReport, error) {
 		{task.Fetching, `updated_at < $1::timestamptz - interval '1 millisecond' * ` + ms(j.StuckAfter), r.lostFetch},
 		{task.MediaProcessing, `updated_at < $1::timestamptz - interval '1 millisecond' * ` + ms(j.StuckAfter), r.lostMedia},
 		{task.Reconciling, `updated_at < $1::timestamptz - interval '1 millisecond' * ` + ms(j.ReconcileAfter*time.Duration(j.ReconcileRounds+1)+j.ScanGrace), r.lostLookup},
+		{task.CancelReconciling, `updated_at < $1::timestamptz - interval '1 millisecond' * ` + ms(j.ReconcileAfter*time.Duration(j.ReconcileRounds+1)+j.ScanGrace), r.lostCancelLook},
 	}
 	now := time.Now()
 	for _, s := range scanners {
@@ -137,9 +138,12 @@ func (r *reconciler) rescue(ctx context.Context, id uuid.UUID, status task.Statu
 		events, err := emit(ctx, tx, cur)
 		if errors.Is(err, errGiveUp) {
 			out = gaveUp
-			msg := "the submit's outcome stayed unknown through repeated lookups; resubmitting could pay twice, so a person decides"
+			code, msg := "reconcile.submit_unknown", "the submit's outcome stayed unknown through repeated lookups; resubmitting could pay twice, so a person decides"
+			if cur.Status == task.CancelReconciling {
+				code, msg = "reconcile.cancel_unknown", "whether the provider stopped the job after the client's cancel stayed unknown through repeated looks; a person decides whether to charge"
+			}
 			_, err := task.Apply(ctx, tx, scanOrigin, cur, task.Transition{To: task.NeedsAttention, Reason: "reconcile: outcome unknown",
-				Set: task.Fields{ErrorCode: task.Ptr("reconcile.submit_unknown"), ErrorMessage: &msg}})
+				Set: task.Fields{ErrorCode: &code, ErrorMessage: &msg}})
 			return err
 		}
 		if err != nil || len(events) == 0 {
@@ -240,6 +244,26 @@ func (r *reconciler) lostLookup(ctx context.Context, tx pgx.Tx, t task.Task) ([]
 	}
 	e, err := scanOrigin.Event(t, catalog.EventReconcileDue, catalog.ReconcileDelay, "",
 		task.ReconcileDue{TaskID: t.ID, AttemptID: attemptID, Reason: "scanner: lookup chain lost"}, time.Now())
+	return []outbox.Event{e}, err
+}
+
+// lostCancelLook restarts the look at a canceled job whose outcome is
+// unknown, a bounded number of times.
+func (r *reconciler) lostCancelLook(ctx context.Context, tx pgx.Tx, t task.Task) ([]outbox.Event, error) {
+	var rescues int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM task_events WHERE task_id = $1 AND from_status = 'CANCEL_RECONCILING' AND to_status = 'CANCEL_RECONCILING'`,
+		t.ID).Scan(&rescues); err != nil {
+		return nil, err
+	}
+	if rescues >= maxRescues {
+		return nil, errGiveUp
+	}
+	var attemptID uuid.UUID
+	if err := tx.QueryRow(ctx, `SELECT attempt_id FROM task_attempts WHERE task_id = $1 AND provider_job_id = $2`, t.ID, t.ProviderJobID).Scan(&attemptID); err != nil {
+		return nil, fmt.Errorf("attempt of the canceled job: %w", err)
+	}
+	e, err := scanOrigin.Event(t, catalog.EventReconcileDue, catalog.ReconcileDelay, "",
+		task.ReconcileDue{TaskID: t.ID, AttemptID: attemptID, Reason: stage.ReasonCancel}, time.Now())
 	return []outbox.Event{e}, err
 }
 

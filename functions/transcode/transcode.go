@@ -151,11 +151,18 @@ func (s *transcoder) work(ctx context.Context, ev envelope.Envelope) error {
 				return inbox.Applied, nil // another step is still running
 			}
 		}
-		settle, err := o.Event(cur, catalog.EventSettleRequested, catalog.BillingSettle, "", task.SettleRequested{TaskID: cur.ID, Status: task.Succeeded}, time.Time{})
+		// A task the client canceled after its provider job had finished
+		// keeps its output and is charged for it: the product rule for a
+		// cancel that came too late (README, "Cancel").
+		final, reason := task.Succeeded, "every derivative stored"
+		if cur.CancelRequested {
+			final, reason = task.CanceledWithOut, "every derivative stored; the cancel came after the provider finished"
+		}
+		settle, err := o.Event(cur, catalog.EventSettleRequested, catalog.BillingSettle, "", task.SettleRequested{TaskID: cur.ID, Status: final}, time.Time{})
 		if err != nil {
 			return "", err
 		}
-		_, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.Succeeded, Reason: "every derivative stored",
+		_, err = task.Apply(ctx, tx, o, cur, task.Transition{To: final, Reason: reason,
 			Set: task.Fields{Progress: task.Ptr(100)}, Events: []outbox.Event{settle}})
 		return inbox.Applied, err
 	})

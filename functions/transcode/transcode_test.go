@@ -197,3 +197,23 @@ func TestUnknownStepIsRefused(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, statusOf(t, err))
 	require.Empty(t, derivatives(t, b.pool, b.source))
 }
+
+// TestCanceledTooLateEndsWithOutput: a task whose cancel came after its
+// provider job finished keeps its output and ends CANCELED_WITH_OUTPUT,
+// settled as charged.
+func TestCanceledTooLateEndsWithOutput(t *testing.T) {
+	t.Parallel()
+	b, steps := setup(t, false)
+	_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET cancel_requested = true WHERE task_id = $1`, b.task.ID)
+	require.NoError(t, err)
+	for _, s := range steps {
+		require.NoError(t, b.deliver(t, uuid.NewString(), s.tag), s.tag)
+	}
+	require.Equal(t, task.CanceledWithOut, b.reload(t).Status)
+	settles := storedEvents(t, b.pool, catalog.EventSettleRequested)
+	require.Len(t, settles, 1)
+	var req task.SettleRequested
+	require.NoError(t, json.Unmarshal(settles[0].Envelope.Payload, &req))
+	require.Equal(t, task.CanceledWithOut, req.Status)
+	require.True(t, req.Status.Charged())
+}

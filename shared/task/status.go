@@ -46,7 +46,7 @@ var transitions = map[Status][]Status{
 	ProviderRunning:   {Fetching, Canceled, CanceledWithOut, CancelReconciling},
 	Fetching:          {MediaProcessing, CanceledWithOut},
 	MediaProcessing:   {Succeeded, CanceledWithOut},
-	CancelReconciling: {Canceled, CanceledWithOut, NeedsAttention},
+	CancelReconciling: {Canceled, CanceledWithOut, Fetching, NeedsAttention},
 }
 
 // Legal reports whether a task may move from one state to another.

@@ -1,0 +1,100 @@
+package stage
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/provider"
+	"github.com/aivedio/pipeline/shared/task"
+)
+
+// CancelOutcome is what a cancel of a running provider job led to.
+type CancelOutcome string
+
+// The outcomes of [DecideCancel].
+const (
+	// CancelConfirmed: the provider stopped the job (or never ran it):
+	// CANCELED, the reservation released.
+	CancelConfirmed CancelOutcome = "confirmed"
+	// CancelTooLate: the job had already finished; the output is fetched
+	// and processed, and the task ends CANCELED_WITH_OUTPUT, charged.
+	CancelTooLate CancelOutcome = "too_late"
+	// CancelUnknown: the provider did not say; CANCEL_RECONCILING until the
+	// reconciler learns which.
+	CancelUnknown CancelOutcome = "unknown"
+)
+
+// DecideCancel reads the provider's answer to a cancel (or a later look at the
+// job) as the product rule says. The poll stage applies it to the cancel call, the reconcile stage
+// to CANCEL_RECONCILING tasks.
+func DecideCancel(job provider.Job, err error) CancelOutcome {
+	switch {
+	case err == nil && (job.Status == provider.StatusCanceled || job.Status == provider.StatusFailed):
+		return CancelConfirmed
+	case err == nil && job.Status == provider.StatusSucceeded:
+		return CancelTooLate
+	case provider.ClassOf(err) == provider.ClassNotFound:
+		// The provider has no such job: nothing ran that could be charged.
+		return CancelConfirmed
+	}
+	return CancelUnknown
+}
+
+// ApplyCancel moves a task whose running job was asked to stop, in tx:
+// confirmed → CANCELED and release; too late → FETCHING (the cancel flag
+// stays, so the task ends CANCELED_WITH_OUTPUT); unknown → CANCEL_RECONCILING
+// with a delayed look by the reconciler (already there: a new look only).
+func ApplyCancel(ctx context.Context, tx pgx.Tx, o task.Origin, cur task.Task, attemptID uuid.UUID, outcome CancelOutcome, lookAfter time.Duration) error {
+	switch outcome {
+	case CancelConfirmed:
+		if err := setCancelAttempt(ctx, tx, cur.ID, cur.ProviderJobID, "CANCELED", "", ""); err != nil {
+			return err
+		}
+		settle, err := o.Event(cur, catalog.EventSettleRequested, catalog.BillingSettle, "", task.SettleRequested{TaskID: cur.ID, Status: task.Canceled}, time.Time{})
+		if err != nil {
+			return err
+		}
+		_, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.Canceled, Reason: "canceled at the provider", Events: []outbox.Event{settle}})
+		return err
+	case CancelTooLate:
+		if err := setCancelAttempt(ctx, tx, cur.ID, cur.ProviderJobID, "SUCCEEDED", "", ""); err != nil {
+			return err
+		}
+		fetch, err := o.Event(cur, catalog.EventFetchRequested, catalog.AssetFetch, "", task.FetchRequested{TaskID: cur.ID, AttemptID: attemptID}, time.Time{})
+		if err != nil {
+			return err
+		}
+		_, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.Fetching, Reason: "cancel came too late: the provider had finished",
+			Set: task.Fields{Progress: task.Ptr(100)}, Events: []outbox.Event{fetch}})
+		return err
+	}
+	look, err := o.Event(cur, catalog.EventReconcileDue, catalog.ReconcileDelay, "",
+		task.ReconcileDue{TaskID: cur.ID, AttemptID: attemptID, Reason: ReasonCancel}, time.Now().Add(lookAfter))
+	if err != nil {
+		return err
+	}
+	if cur.Status == task.CancelReconciling {
+		return outbox.Write(ctx, tx, look)
+	}
+	_, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.CancelReconciling, Reason: "cancel outcome unknown",
+		Events: []outbox.Event{look}})
+	return err
+}
+
+// ReasonCancel marks a task.reconcile.due about a cancel.
+const ReasonCancel = "cancel"
+
+func setCancelAttempt(ctx context.Context, tx pgx.Tx, taskID uuid.UUID, jobID, status, code, msg string) error {
+	_, err := tx.Exec(ctx, `UPDATE task_attempts SET status = $3, error_code = nullif($4, ''), error_message = nullif($5, ''), updated_at = now()
+		WHERE task_id = $1 AND provider_job_id = $2`, taskID, jobID, status, code, msg)
+	if err != nil {
+		return fmt.Errorf("update attempt: %w", err)
+	}
+	return nil
+}
