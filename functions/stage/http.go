@@ -11,6 +11,10 @@ import (
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 )
 
+// maxEventBytes bounds a request body: an envelope's payload is at most
+// 64 KiB (DESIGN.md §2), and the attributes are small.
+const maxEventBytes = 1 << 20
+
 // HandleFunc is a function's CloudEvents entry point, as func-go calls it.
 type HandleFunc func(ctx context.Context, ev event.Event) (*event.Event, error)
 
@@ -25,9 +29,18 @@ type HandleFunc func(ctx context.Context, ev event.Event) (*event.Event, error)
 // one to handle it, its request hanging until the caller times out.
 func HTTPHandler(handle HandleFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			http.Error(w, "POST a CloudEvent", http.StatusMethodNotAllowed)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxEventBytes)
 		msg := cehttp.NewMessageFromHttpRequest(r)
 		defer func() { _ = msg.Finish(nil) }()
 		ev, err := binding.ToEvent(r.Context(), msg)
+		if err == nil {
+			err = ev.Validate()
+		}
 		if err != nil {
 			status := http.StatusBadRequest
 			if errors.Is(err, binding.ErrUnknownEncoding) {

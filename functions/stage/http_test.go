@@ -80,4 +80,8 @@ func TestHTTPHandlerMapsResults(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusUnsupportedMediaType, resp.StatusCode, "a body that is not a CloudEvent")
+	resp, err = http.Get(srv.URL)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
 }
