@@ -17,22 +17,25 @@ import (
 
 // generationView is the answer of GET /v1/generations/{id}.
 type generationView struct {
-	TaskID          uuid.UUID    `json:"task_id"`
-	Status          task.Status  `json:"status"`
-	Version         int64        `json:"version"`
-	Progress        int          `json:"progress"`
-	CancelRequested bool         `json:"cancel_requested"`
-	Model           string       `json:"model"`
-	Prompt          string       `json:"prompt"`
-	DurationSeconds int          `json:"duration_seconds"`
-	Resolution      string       `json:"resolution"`
-	InputAssetIDs   []uuid.UUID  `json:"input_asset_ids"`
-	Priority        int          `json:"priority"`
-	Attempts        []attempt    `json:"attempts"`
-	Outputs         []output     `json:"outputs"`
-	Error           *errorDetail `json:"error"`
-	CreatedAt       time.Time    `json:"created_at"`
-	UpdatedAt       time.Time    `json:"updated_at"`
+	TaskID          uuid.UUID   `json:"task_id"`
+	Status          task.Status `json:"status"`
+	Version         int64       `json:"version"`
+	Progress        int         `json:"progress"`
+	CancelRequested bool        `json:"cancel_requested"`
+	Model           string      `json:"model"`
+	Prompt          string      `json:"prompt"`
+	DurationSeconds int         `json:"duration_seconds"`
+	Resolution      string      `json:"resolution"`
+	InputAssetIDs   []uuid.UUID `json:"input_asset_ids"`
+	Priority        int         `json:"priority"`
+	// MissingDerivatives: optional outputs (THUMBNAIL, WAVEFORM) the task
+	// finished without; they are retried in the background.
+	MissingDerivatives []string     `json:"missing_derivatives,omitempty"`
+	Attempts           []attempt    `json:"attempts"`
+	Outputs            []output     `json:"outputs"`
+	Error              *errorDetail `json:"error"`
+	CreatedAt          time.Time    `json:"created_at"`
+	UpdatedAt          time.Time    `json:"updated_at"`
 }
 
 // attempt is one submission to a provider. The provider's idempotency key
@@ -126,7 +129,7 @@ func viewOf(t task.Task) generationView {
 		TaskID: t.ID, Status: t.Status, Version: t.Version, Progress: t.Progress, CancelRequested: t.CancelRequested,
 		Model: t.Model, Prompt: t.Prompt, DurationSeconds: t.DurationSeconds, Resolution: t.Resolution,
 		InputAssetIDs: t.InputAssetIDs, Priority: t.Priority, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
-		Attempts: []attempt{}, Outputs: []output{},
+		Attempts: []attempt{}, Outputs: []output{}, MissingDerivatives: t.MissingDerivatives,
 	}
 	if v.InputAssetIDs == nil {
 		v.InputAssetIDs = []uuid.UUID{}

@@ -36,11 +36,12 @@ var scanOrigin = task.Origin{Producer: Name}
 
 // ScanReport counts what one scan did.
 type ScanReport struct {
-	Rescued           map[task.Status]int // tasks whose lost event was re-emitted, by state
-	Settled           int                 // terminal tasks whose settlement was asked again
-	NeedsAttention    int
-	StaleOutboxRows   int           // unpublished rows older than OUTBOX_STALE_AFTER
-	OldestUnpublished time.Duration // age of the oldest unpublished row
+	Rescued            map[task.Status]int // tasks whose lost event was re-emitted, by state
+	Settled            int                 // terminal tasks whose settlement was asked again
+	DerivativesRetried int                 // optional derivatives a finished task lacks, asked for again
+	NeedsAttention     int
+	StaleOutboxRows    int           // unpublished rows older than OUTBOX_STALE_AFTER
+	OldestUnpublished  time.Duration // age of the oldest unpublished row
 }
 
 // Scan looks for tasks whose progress was lost (an event that died with a
@@ -98,6 +99,9 @@ func (r *reconciler) Scan(ctx context.Context) (ScanReport, error) {
 	}
 	var err error
 	if rep.Settled, err = r.resettle(ctx, now); err != nil {
+		return rep, err
+	}
+	if rep.DerivativesRetried, err = r.retryMissing(ctx, now); err != nil {
 		return rep, err
 	}
 	var oldest float64
@@ -265,6 +269,62 @@ func (r *reconciler) lostCancelLook(ctx context.Context, tx pgx.Tx, t task.Task)
 	e, err := scanOrigin.Event(t, catalog.EventReconcileDue, catalog.ReconcileDelay, "",
 		task.ReconcileDue{TaskID: t.ID, AttemptID: attemptID, Reason: stage.ReasonCancel}, time.Now())
 	return []outbox.Event{e}, err
+}
+
+// maxBackgroundTries bounds the background retries of one optional
+// derivative, counted with its first failures: past it the task keeps its
+// flag for good (an operator sees it in missing_derivatives).
+const maxBackgroundTries = 10
+
+// retryMissing asks again, once per RECONCILE_STUCK_AFTER, for the optional
+// derivatives (thumbnail, waveform) a finished task lacks.
+func (r *reconciler) retryMissing(ctx context.Context, now time.Time) (int, error) {
+	rows, err := r.Pool.Query(ctx, `SELECT t.task_id, a.asset_id, m.kind FROM generation_tasks t
+		CROSS JOIN LATERAL unnest(t.missing_derivatives) AS m(kind)
+		JOIN assets a ON a.task_id = t.task_id AND a.kind = 'SOURCE'
+		LEFT JOIN derivative_failures f ON f.source_asset_id = a.asset_id AND f.kind = m.kind
+		WHERE t.status IN ('SUCCEEDED', 'CANCELED_WITH_OUTPUT') AND coalesce(f.failures, 0) < $3
+		AND t.updated_at < $1::timestamptz - interval '1 millisecond' * $2
+		ORDER BY t.updated_at LIMIT `+fmt.Sprint(scanBatch), now, r.Journey.StuckAfter.Milliseconds(), maxBackgroundTries)
+	if err != nil {
+		return 0, fmt.Errorf("scan missing derivatives: %w", err)
+	}
+	type missing struct {
+		taskID, assetID uuid.UUID
+		kind            string
+	}
+	todo, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (missing, error) {
+		var m missing
+		err := row.Scan(&m.taskID, &m.assetID, &m.kind)
+		return m, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	steps := map[string]string{"PROXY": catalog.TagTranscodeProxy, "THUMBNAIL": catalog.TagThumbnail, "WAVEFORM": catalog.TagWaveform}
+	for _, m := range todo {
+		err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error {
+			t, err := task.Get(ctx, tx, m.taskID)
+			if err != nil {
+				return err
+			}
+			e, err := scanOrigin.Event(t, catalog.EventPostprocess, catalog.AssetPostprocess, steps[m.kind],
+				task.Postprocess{TaskID: t.ID, AssetID: m.assetID, Step: steps[m.kind]}, time.Time{})
+			if err != nil {
+				return err
+			}
+			if err := outbox.Write(ctx, tx, e); err != nil {
+				return err
+			}
+			// The task stays finished; its clock only paces the retries.
+			_, err = tx.Exec(ctx, `UPDATE generation_tasks SET updated_at = now() WHERE task_id = $1`, t.ID)
+			return err
+		})
+		if err != nil {
+			return 0, fmt.Errorf("retry missing %s of task %s: %w", m.kind, m.taskID, err)
+		}
+	}
+	return len(todo), nil
 }
 
 // resettle asks billing again for terminal tasks still holding their

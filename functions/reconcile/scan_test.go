@@ -215,3 +215,38 @@ func TestAPingScans(t *testing.T) {
 	require.Equal(t, stuck.Version+1, got.Version)
 	require.Equal(t, []string{catalog.EventSubmitRequested}, b.emitted(t))
 }
+
+// TestScanRetriesMissingDerivativesInTheBackground: a task that finished
+// without its thumbnail gets the thumbnail step again, paced, and not once
+// its retries are used up.
+func TestScanRetriesMissingDerivativesInTheBackground(t *testing.T) {
+	t.Parallel()
+	b := scanSetup(t)
+	done := b.stuckTask(t, task.Succeeded, time.Hour)
+	source := uuid.New()
+	_, err := b.pool.Exec(t.Context(), `INSERT INTO assets (asset_id, tenant_id, task_id, kind, object_key, checksum_sha256, size_bytes, content_type)
+		VALUES ($1, $2, $3::uuid, 'SOURCE', $3::uuid::text || '/out', $4, 1, 'video/mp4')`, source, b.tenantID, done.ID, make([]byte, 32))
+	require.NoError(t, err)
+	_, err = b.pool.Exec(t.Context(), `UPDATE generation_tasks SET missing_derivatives = '{THUMBNAIL}', updated_at = now() - interval '1 hour' WHERE task_id = $1`, done.ID)
+	require.NoError(t, err)
+	// Its settlement is done: only the derivative is retried.
+	_, err = b.pool.Exec(t.Context(), `UPDATE credit_reservations SET status = 'CAPTURED', settled_at = now() WHERE task_id = $1`, done.ID)
+	require.NoError(t, err)
+
+	rep, err := b.scanner.Scan(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.DerivativesRetried)
+	require.Equal(t, []string{catalog.EventPostprocess + ":" + catalog.TagThumbnail}, b.emitted(t))
+
+	rep, err = b.scanner.Scan(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, rep.DerivativesRetried, "paced: once per RECONCILE_STUCK_AFTER")
+
+	_, err = b.pool.Exec(t.Context(), `INSERT INTO derivative_failures (source_asset_id, kind, failures) VALUES ($1, 'THUMBNAIL', 10)`, source)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(t.Context(), `UPDATE generation_tasks SET updated_at = now() - interval '1 hour' WHERE task_id = $1`, done.ID)
+	require.NoError(t, err)
+	rep, err = b.scanner.Scan(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, rep.DerivativesRetried, "given up after its retries")
+}

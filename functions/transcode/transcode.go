@@ -101,7 +101,8 @@ func (s *transcoder) work(ctx context.Context, ev envelope.Envelope) error {
 	if err := stage.CheckTenant(ev, t.TenantID); err != nil {
 		return err
 	}
-	if t.Status != task.MediaProcessing {
+	background := t.Status.Charged() && slices.Contains(t.MissingDerivatives, d.kind)
+	if t.Status != task.MediaProcessing && !background {
 		return stage.Noop(ctx, s.Pool, consumer, ev)
 	}
 	source, err := stage.ReadAsset(ctx, s.Pool, t.ID, req.AssetID)
@@ -114,11 +115,21 @@ func (s *transcoder) work(ctx context.Context, ev envelope.Envelope) error {
 	}
 	var obj blob.Object
 	if !exists {
-		if obj, err = s.make(ctx, t, source, d); err != nil {
+		obj, err = s.make(ctx, t, source, d)
+		var mediaErr *media.ExitError
+		if err != nil && d.kind != "PROXY" && errors.As(err, &mediaErr) {
+			// An optional derivative ffmpeg cannot make must not hold a
+			// paid generation back (README, "Derivatives").
+			return s.optionalFailed(ctx, ev, consumer, t, source, d, err, background)
+		}
+		if err != nil {
 			return err
 		}
 	}
 	o := task.FromEnvelope(Name, ev)
+	if background {
+		return s.storeLate(ctx, ev, consumer, t, source, d, obj, exists)
+	}
 	_, err = inbox.Do(ctx, s.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
 		cur, err := task.Lock(ctx, tx, t.ID)
 		if err != nil {
@@ -146,26 +157,36 @@ func (s *transcoder) work(ctx context.Context, ev envelope.Envelope) error {
 		if err != nil {
 			return "", fmt.Errorf("list derivatives: %w", err)
 		}
-		for _, step := range stage.DerivativeSteps(source.HasAudio) {
-			if !slices.Contains(have, derivatives[step].kind) {
-				return inbox.Applied, nil // another step is still running
-			}
-		}
-		// A task the client canceled after its provider job had finished
-		// keeps its output and is charged for it: the product rule for a
-		// cancel that came too late (README, "Cancel").
-		final, reason := task.Succeeded, "every derivative stored"
-		if cur.CancelRequested {
-			final, reason = task.CanceledWithOut, "every derivative stored; the cancel came after the provider finished"
-		}
-		settle, err := o.Event(cur, catalog.EventSettleRequested, catalog.BillingSettle, "", task.SettleRequested{TaskID: cur.ID, Status: final}, time.Time{})
-		if err != nil {
-			return "", err
-		}
-		_, err = task.Apply(ctx, tx, o, cur, task.Transition{To: final, Reason: reason,
-			Set: task.Fields{Progress: task.Ptr(100)}, Events: []outbox.Event{settle}})
-		return inbox.Applied, err
+		return inbox.Applied, s.complete(ctx, tx, o, cur, source, have)
 	})
+	return err
+}
+
+// complete finishes the task once every derivative is stored or, for an
+// optional one, given up on for now (listed in missing_derivatives).
+func (s *transcoder) complete(ctx context.Context, tx pgx.Tx, o task.Origin, cur task.Task, source stage.Asset, have []string) error {
+	for _, step := range stage.DerivativeSteps(source.HasAudio) {
+		kind := derivatives[step].kind
+		if !slices.Contains(have, kind) && !slices.Contains(cur.MissingDerivatives, kind) {
+			return nil // another step is still running
+		}
+	}
+	// A task the client canceled after its provider job had finished
+	// keeps its output and is charged for it: the product rule for a
+	// cancel that came too late (README, "Cancel").
+	final, reason := task.Succeeded, "every derivative stored"
+	if cur.CancelRequested {
+		final, reason = task.CanceledWithOut, "every derivative stored; the cancel came after the provider finished"
+	}
+	if len(cur.MissingDerivatives) > 0 {
+		reason += "; without " + strings.ToLower(strings.Join(cur.MissingDerivatives, ", ")) + " (retried in the background)"
+	}
+	settle, err := o.Event(cur, catalog.EventSettleRequested, catalog.BillingSettle, "", task.SettleRequested{TaskID: cur.ID, Status: final}, time.Time{})
+	if err != nil {
+		return err
+	}
+	_, err = task.Apply(ctx, tx, o, cur, task.Transition{To: final, Reason: reason,
+		Set: task.Fields{Progress: task.Ptr(100)}, Events: []outbox.Event{settle}})
 	return err
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +19,9 @@ import (
 	"github.com/aivedio/pipeline/functions/transcode"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/media"
 	"github.com/aivedio/pipeline/shared/media/mediatest"
 	"github.com/aivedio/pipeline/shared/task"
 )
@@ -216,4 +220,56 @@ func TestCanceledTooLateEndsWithOutput(t *testing.T) {
 	require.NoError(t, json.Unmarshal(settles[0].Envelope.Payload, &req))
 	require.Equal(t, task.CanceledWithOut, req.Status)
 	require.True(t, req.Status.Charged())
+}
+
+// TestOptionalDerivativeFailingDoesNotHoldTheTask: ffmpeg cannot make the
+// thumbnail. After OptionalTries failures the task SUCCEEDS without it,
+// flagged in missing_derivatives; a later background retry that works
+// stores it and clears the flag, the task staying SUCCEEDED.
+func TestOptionalDerivativeFailingDoesNotHoldTheTask(t *testing.T) {
+	t.Parallel()
+	b, steps := setup(t, false)
+	script := filepath.Join(t.TempDir(), "ffmpeg")
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\ncase \"$*\" in *thumbnail*) echo 'Invalid data found when processing input' >&2; exit 1;; esac\nexec "+
+		mediatest.FFmpeg(t)+" \"$@\"\n"), 0o755))
+	broken := transcode.New(transcode.Params{Pool: b.pool, Blob: b.store, TmpDir: t.TempDir(),
+		Media: media.New(config.Media{FFmpegPath: script, FFprobePath: mediatest.FFprobe(t)})})
+
+	_, err := broken.Handle(t.Context(), cloudEvent(t, b.task, uuid.NewString(), catalog.EventPostprocess,
+		task.Postprocess{TaskID: b.task.ID, AssetID: b.source, Step: catalog.TagTranscodeProxy}))
+	require.NoError(t, err)
+	thumb := uuid.NewString() // the adapter redelivers the same event
+	for i := range transcode.OptionalTries {
+		_, err := broken.Handle(t.Context(), cloudEvent(t, b.task, thumb, catalog.EventPostprocess,
+			task.Postprocess{TaskID: b.task.ID, AssetID: b.source, Step: catalog.TagThumbnail}))
+		if i < transcode.OptionalTries-1 {
+			require.Equal(t, 500, statusOf(t, err), "failure %d is retried", i+1)
+			require.Equal(t, task.MediaProcessing, b.reload(t).Status)
+		} else {
+			require.NoError(t, err, "the last failure lets the task finish")
+		}
+	}
+	got := b.reload(t)
+	require.Equal(t, task.Succeeded, got.Status)
+	require.Equal(t, []string{"THUMBNAIL"}, got.MissingDerivatives)
+	require.Len(t, storedEvents(t, b.pool, catalog.EventSettleRequested), 1, "charged: the video and its proxy exist")
+
+	// The background retry, with ffmpeg working again.
+	require.NoError(t, b.deliver(t, uuid.NewString(), catalog.TagThumbnail))
+	b.requireStored(t, steps[1])
+	got = b.reload(t)
+	require.Equal(t, task.Succeeded, got.Status)
+	require.Empty(t, got.MissingDerivatives)
+	require.Equal(t, 1, countSucceeded(t, b))
+}
+
+func countSucceeded(t *testing.T, b *testBundle) int {
+	t.Helper()
+	n := 0
+	for _, s := range timeline(t, b.pool, b.task.ID) {
+		if s == task.Succeeded {
+			n++
+		}
+	}
+	return n
 }

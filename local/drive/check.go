@@ -154,6 +154,12 @@ func checkAssets(ctx context.Context, f Facts, id uuid.UUID, violate func(string
 	if len(assets) > 0 && assets[0].audio != nil && *assets[0].audio {
 		want = append(want, "WAVEFORM")
 	}
+	// An optional derivative ffmpeg could not make may be missing, flagged.
+	var missing []string
+	if err := f.Pool.QueryRow(ctx, `SELECT missing_derivatives FROM generation_tasks WHERE task_id = $1`, id).Scan(&missing); err != nil {
+		return err
+	}
+	want = slices.DeleteFunc(want, func(k string) bool { return slices.Contains(missing, k) })
 	var kinds []string
 	for _, a := range assets {
 		kinds = append(kinds, a.kind)

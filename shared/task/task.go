@@ -36,8 +36,11 @@ type Task struct {
 	ErrorMessage    string
 	Provider        string
 	ProviderJobID   string
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
+	// MissingDerivatives lists the optional derivatives (THUMBNAIL,
+	// WAVEFORM) the task finished without; retried in the background.
+	MissingDerivatives []string
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
 }
 
 // Querier runs queries: a pool, a connection or a transaction.
@@ -48,14 +51,14 @@ type Querier interface {
 const selectColumns = `task_id, tenant_id, client_idempotency_key, request_hash, model, prompt, duration_seconds,
 	resolution, input_asset_ids, priority, status, version, next_retry_at, next_poll_at, deadline_at,
 	cancel_requested, progress, coalesce(error_code, ''), coalesce(error_message, ''),
-	coalesce(provider, ''), coalesce(provider_job_id, ''), created_at, updated_at`
+	coalesce(provider, ''), coalesce(provider_job_id, ''), missing_derivatives, created_at, updated_at`
 
 func scan(row pgx.Row) (Task, error) {
 	var t Task
 	err := row.Scan(&t.ID, &t.TenantID, &t.IdempotencyKey, &t.RequestHash, &t.Model, &t.Prompt, &t.DurationSeconds,
 		&t.Resolution, &t.InputAssetIDs, &t.Priority, &t.Status, &t.Version, &t.NextRetryAt, &t.NextPollAt, &t.DeadlineAt,
 		&t.CancelRequested, &t.Progress, &t.ErrorCode, &t.ErrorMessage,
-		&t.Provider, &t.ProviderJobID, &t.CreatedAt, &t.UpdatedAt)
+		&t.Provider, &t.ProviderJobID, &t.MissingDerivatives, &t.CreatedAt, &t.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Task{}, ErrNotFound
 	}

@@ -1,0 +1,104 @@
+package transcode
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/blob"
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/inbox"
+	"github.com/aivedio/pipeline/shared/task"
+)
+
+// OptionalTries is how many ffmpeg failures of a thumbnail or waveform the
+// task waits through before it finishes without it.
+const OptionalTries = 3
+
+// optionalFailed records an ffmpeg failure of an optional derivative.
+// Below OptionalTries it is returned (the adapter retries); at
+// OptionalTries the kind is listed in missing_derivatives and the task may
+// finish without it. A background retry's failure is only recorded: the
+// reconciler tries again later.
+func (s *transcoder) optionalFailed(ctx context.Context, ev envelope.Envelope, consumer string, t task.Task, source stage.Asset, d derivative, cause error, background bool) error {
+	var failures int
+	err := s.Pool.QueryRow(ctx, `INSERT INTO derivative_failures (source_asset_id, kind, failures, last_error) VALUES ($1, $2, 1, $3)
+		ON CONFLICT (source_asset_id, kind) DO UPDATE SET failures = derivative_failures.failures + 1, last_error = excluded.last_error, updated_at = now()
+		RETURNING failures`, source.ID, d.kind, truncate(cause.Error(), 2000)).Scan(&failures)
+	if err != nil {
+		return fmt.Errorf("record %s failure: %w", strings.ToLower(d.kind), err)
+	}
+	s.Logger.WarnContext(ctx, "optional derivative failed", slog.String("task_id", t.ID.String()), slog.String("kind", d.kind),
+		slog.Int("failures", failures), slog.Bool("background", background), slog.String("error", cause.Error()))
+	if background {
+		return stage.Noop(ctx, s.Pool, consumer, ev)
+	}
+	if failures < OptionalTries {
+		return cause
+	}
+	o := task.FromEnvelope(Name, ev)
+	_, err = inbox.Do(ctx, s.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		cur, err := task.Lock(ctx, tx, t.ID)
+		if err != nil {
+			return "", err
+		}
+		if cur.Status != task.MediaProcessing {
+			return inbox.StaleNoop, nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE generation_tasks SET missing_derivatives = array_append(missing_derivatives, $2)
+			WHERE task_id = $1 AND NOT ($2 = ANY (missing_derivatives))`, cur.ID, d.kind); err != nil {
+			return "", fmt.Errorf("flag missing %s: %w", strings.ToLower(d.kind), err)
+		}
+		if cur, err = task.Lock(ctx, tx, t.ID); err != nil {
+			return "", err
+		}
+		rows, err := tx.Query(ctx, `SELECT kind FROM assets WHERE source_asset_id = $1`, source.ID)
+		if err != nil {
+			return "", fmt.Errorf("list derivatives: %w", err)
+		}
+		have, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return "", fmt.Errorf("list derivatives: %w", err)
+		}
+		return inbox.Applied, s.complete(ctx, tx, o, cur, source, have)
+	})
+	return err
+}
+
+// storeLate records a derivative made by a background retry for a task
+// that already finished without it.
+func (s *transcoder) storeLate(ctx context.Context, ev envelope.Envelope, consumer string, t task.Task, source stage.Asset, d derivative, obj blob.Object, exists bool) error {
+	_, err := inbox.Do(ctx, s.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		if !exists {
+			sum, err := hex.DecodeString(obj.SHA256)
+			if err != nil || len(sum) != 32 {
+				return "", fmt.Errorf("stored %s has no usable sha256", obj.Key)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO assets (asset_id, tenant_id, task_id, source_asset_id, kind, object_key, checksum_sha256, size_bytes, content_type)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (source_asset_id, kind) DO NOTHING`,
+				uuid.Must(uuid.NewV7()), t.TenantID, t.ID, source.ID, d.kind, obj.Key, sum, obj.Size, d.contentType); err != nil {
+				return "", fmt.Errorf("record %s: %w", strings.ToLower(d.kind), err)
+			}
+		}
+		// Not a transition: the task stays finished; only the flag goes.
+		if _, err := tx.Exec(ctx, `UPDATE generation_tasks SET missing_derivatives = array_remove(missing_derivatives, $2), updated_at = now()
+			WHERE task_id = $1`, t.ID, d.kind); err != nil {
+			return "", fmt.Errorf("clear missing %s: %w", strings.ToLower(d.kind), err)
+		}
+		return inbox.Applied, nil
+	})
+	return err
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

@@ -1,0 +1,3 @@
+DROP TABLE derivative_failures;
+
+ALTER TABLE generation_tasks DROP COLUMN missing_derivatives;
