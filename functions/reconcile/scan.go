@@ -39,6 +39,7 @@ type ScanReport struct {
 	Rescued            map[task.Status]int // tasks whose lost event was re-emitted, by state
 	Settled            int                 // terminal tasks whose settlement was asked again
 	DerivativesRetried int                 // optional derivatives a finished task lacks, asked for again
+	SlotScopesRebuilt  int                 // concurrency-slot scopes reset from the tasks in flight
 	NeedsAttention     int
 	StaleOutboxRows    int           // unpublished rows older than OUTBOX_STALE_AFTER
 	OldestUnpublished  time.Duration // age of the oldest unpublished row
@@ -102,6 +103,9 @@ func (r *reconciler) Scan(ctx context.Context) (ScanReport, error) {
 		return rep, err
 	}
 	if rep.DerivativesRetried, err = r.retryMissing(ctx, now); err != nil {
+		return rep, err
+	}
+	if rep.SlotScopesRebuilt, err = r.rebuildSlots(ctx); err != nil {
 		return rep, err
 	}
 	var oldest float64
@@ -269,6 +273,64 @@ func (r *reconciler) lostCancelLook(ctx context.Context, tx pgx.Tx, t task.Task)
 	e, err := scanOrigin.Event(t, catalog.EventReconcileDue, catalog.ReconcileDelay, "",
 		task.ReconcileDue{TaskID: t.ID, AttemptID: attemptID, Reason: stage.ReasonCancel}, time.Now())
 	return []outbox.Event{e}, err
+}
+
+// inFlight are the states in which a task holds its concurrency slots:
+// from the submit that took them until its provider job ended.
+var inFlight = []task.Status{task.Submitting, task.ProviderRunning, task.Reconciling, task.CancelReconciling}
+
+// rebuildSlots resets every concurrency-slot scope that tasks touched
+// within SLOT_LEASE to exactly the tasks PostgreSQL has in flight: a Redis
+// that lost its data gets them back, and a slot a crashed stage left behind
+// is freed before its lease would end. A submit that took its slot but has
+// not yet committed SUBMITTING loses the entry for a moment, so one job
+// more than the limit may start; the next scan counts it again.
+func (r *reconciler) rebuildSlots(ctx context.Context) (int, error) {
+	if r.Slots == nil {
+		return 0, nil
+	}
+	rows, err := r.Pool.Query(ctx, `SELECT task_id, tenant_id, model, coalesce(provider, ''), status = ANY($1) FROM generation_tasks
+		WHERE updated_at > now() - interval '1 millisecond' * $2 AND provider IS NOT NULL`,
+		inFlight, r.Journey.SlotLease.Milliseconds())
+	if err != nil {
+		return 0, fmt.Errorf("scan slot holders: %w", err)
+	}
+	holders := map[string][]string{} // scope -> holders in flight
+	err = forEachRow(rows, func(row pgx.Row) error {
+		var t task.Task
+		var holding bool
+		if err := row.Scan(&t.ID, &t.TenantID, &t.Model, &t.Provider, &holding); err != nil {
+			return err
+		}
+		for _, scope := range stage.GenerationSlots(t, t.Provider, r.Journey).Scopes {
+			if _, ok := holders[scope.Name]; !ok {
+				holders[scope.Name] = []string{}
+			}
+			if holding {
+				holders[scope.Name] = append(holders[scope.Name], t.ID.String())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("scan slot holders: %w", err)
+	}
+	for scope, hs := range holders {
+		if err := r.Slots.Rebuild(ctx, scope, hs, r.Journey.SlotLease); err != nil {
+			return 0, err
+		}
+	}
+	return len(holders), nil
+}
+
+func forEachRow(rows pgx.Rows, fn func(pgx.Row) error) error {
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 // maxBackgroundTries bounds the background retries of one optional

@@ -9,14 +9,18 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aivedio/pipeline/functions/reconcile"
+	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/dbtest"
 	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/servicetest"
+	"github.com/aivedio/pipeline/shared/slots"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
 )
@@ -249,4 +253,38 @@ func TestScanRetriesMissingDerivativesInTheBackground(t *testing.T) {
 	rep, err = b.scanner.Scan(t.Context())
 	require.NoError(t, err)
 	require.Zero(t, rep.DerivativesRetried, "given up after its retries")
+}
+
+// TestScanRebuildsSlotsFromTheTasksInFlight: a Redis that lost its slots
+// gets back exactly the in-flight tasks; a slot leaked by a task that ended
+// is freed.
+func TestScanRebuildsSlotsFromTheTasksInFlight(t *testing.T) {
+	t.Parallel()
+	b := scanSetup(t)
+	opts, err := redis.ParseURL(servicetest.Env(t, "Redis", "REDIS_URL"))
+	require.NoError(t, err)
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	limiter := slots.New(rdb, &slots.Opts{KeyPrefix: "test:" + uuid.NewString() + ":"})
+	scanner := reconcile.NewScanner(reconcile.Params{Pool: b.pool, Slots: limiter, Journey: scanJourney, Timeout: 10 * time.Second})
+
+	running := b.stuckTask(t, task.ProviderRunning, 0)
+	ended := b.stuckTask(t, task.Succeeded, 0)
+	_, err = b.pool.Exec(t.Context(), `UPDATE generation_tasks SET provider = 'sim', next_poll_at = now() + interval '1 hour'`)
+	require.NoError(t, err)
+	// The ended task's slot leaked (its stage died before releasing it).
+	leaked := stage.GenerationSlots(ended, "sim", scanJourney)
+	leaked.Scopes[0].Limit = 10
+	_, err = limiter.Acquire(t.Context(), leaked)
+	require.NoError(t, err)
+	tenantScope := "tenant:" + b.tenantID.String()
+
+	rep, err := scanner.Scan(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 3, rep.SlotScopesRebuilt, "tenant, model and provider")
+	n, err := limiter.InUse(t.Context(), tenantScope)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "exactly the running task holds the tenant's slot")
+	_, err = limiter.Acquire(t.Context(), stage.GenerationSlots(running, "sim", scanJourney))
+	require.NoError(t, err, "the running task holds its slot already: acquiring again renews it")
 }
