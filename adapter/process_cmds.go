@@ -48,7 +48,20 @@ func serve(ctx context.Context, ops config.Ops, reg *prometheus.Registry, ready 
 	return g.Wait()
 }
 
-func runRelay(ctx context.Context, args []string) error {
+// logStopped is deferred by each long-running command as soon as it has a
+// logger, so that it runs after every close deferred later: its line says
+// the process let go of everything and is exiting. Without it a clean stop
+// on SIGTERM left nothing in the logs after "... started", and could not be
+// told from a SIGKILL or an OOM kill.
+func logStopped(ctx context.Context, logger *slog.Logger, command string, err error) {
+	if err != nil {
+		logger.ErrorContext(ctx, command+" stopped", slog.String("error", err.Error()))
+		return
+	}
+	logger.InfoContext(ctx, command+" stopped")
+}
+
+func runRelay(ctx context.Context, args []string) (err error) {
 	if len(args) != 0 {
 		return errors.New("usage: adapter relay (configured by environment)")
 	}
@@ -57,6 +70,7 @@ func runRelay(ctx context.Context, args []string) error {
 		return err
 	}
 	logger := telemetry.NewLogger(cfg.LogFormat)
+	defer func() { logStopped(ctx, logger, "relay", err) }()
 	pool, err := openPool(ctx, cfg.Postgres)
 	if err != nil {
 		return err
@@ -85,7 +99,7 @@ func runRelay(ctx context.Context, args []string) error {
 	return serve(ctx, cfg.Ops, reg, pool.Ping, r.Run)
 }
 
-func runSource(ctx context.Context, args []string) error {
+func runSource(ctx context.Context, args []string) (err error) {
 	fs := flag.NewFlagSet("source", flag.ContinueOnError)
 	sink := fs.String("sink", "", "stage function URL (overrides SOURCE_SINK_URL)")
 	group, err := parseGroup(fs, args)
@@ -104,6 +118,7 @@ func runSource(ctx context.Context, args []string) error {
 	}
 	// The source names the group in its own log lines.
 	logger := telemetry.NewLogger(cfg.LogFormat)
+	defer func() { logStopped(ctx, logger, "source", err) }()
 	pool, err := openPool(ctx, cfg.Postgres)
 	if err != nil {
 		return err
@@ -144,7 +159,7 @@ func openConsumers(cfg config.RocketMQ, g catalog.Group) ([]mq.Consumer, error) 
 	return out, nil
 }
 
-func runDrain(ctx context.Context, args []string) error {
+func runDrain(ctx context.Context, args []string) (err error) {
 	group, err := parseGroup(flag.NewFlagSet("dlq drain", flag.ContinueOnError), args)
 	if err != nil {
 		return err
@@ -155,6 +170,7 @@ func runDrain(ctx context.Context, args []string) error {
 	}
 	// The drainer names the group in its own log lines.
 	logger := telemetry.NewLogger(cfg.LogFormat)
+	defer func() { logStopped(ctx, logger, "dlq drain", err) }()
 	pool, err := openPool(ctx, cfg.Postgres)
 	if err != nil {
 		return err

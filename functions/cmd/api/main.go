@@ -44,12 +44,23 @@ func main() {
 	}
 }
 
-func run(ctx context.Context) error {
+func run(ctx context.Context) (err error) {
 	var cfg config.APIServer
 	if err := config.Load(&cfg); err != nil {
 		return err
 	}
 	logger := telemetry.NewLogger(cfg.LogFormat)
+	// Deferred first so that it runs last, after the pool and Redis are
+	// closed: without it a clean stop left "api stopping" as the last line,
+	// which reads the same whether the drain finished or the process was
+	// killed in it.
+	defer func() {
+		if err != nil {
+			logger.ErrorContext(ctx, "api stopped", slog.String("error", err.Error()))
+			return
+		}
+		logger.InfoContext(ctx, "api stopped")
+	}()
 
 	pool, err := openPool(ctx, cfg.Postgres)
 	if err != nil {
