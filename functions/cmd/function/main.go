@@ -17,10 +17,14 @@ import (
 	"net/http"
 	"os"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	fcloudevents "knative.dev/func-go/cloudevents"
 
 	function "github.com/aivedio/pipeline"
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/inbox"
+	"github.com/aivedio/pipeline/shared/media"
+	"github.com/aivedio/pipeline/shared/telemetry"
 )
 
 func main() {
@@ -56,6 +60,12 @@ func newService(f *function.Function) *fcloudevents.Service {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/health/readiness", svc.Ready)
 	mux.HandleFunc("/health/liveness", svc.Alive)
+	// A Knative Service exposes one port, so the stage's metrics share it:
+	// work time per stage and outcome, inbox outcomes, ffmpeg CPU.
+	reg := telemetry.NewRegistry()
+	reg.MustRegister(stage.Collector(), inbox.Collector())
+	reg.MustRegister(media.Collectors()...)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("/", stage.HTTPHandler(f.Handle))
 	svc.Handler = mux
 	return svc

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -105,4 +106,18 @@ func post(ctx context.Context, url string, ev event.Event) (int, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+func TestMetricsShareTheEventPort(t *testing.T) {
+	t.Parallel()
+	server := httptest.NewServer(newService(function.New()).Handler)
+	t.Cleanup(server.Close)
+	resp, err := http.Get(server.URL + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(body), "aivedio_inbox_outcomes_total")
+	require.Contains(t, string(body), "go_goroutines")
 }
