@@ -5,4 +5,7 @@
 //
 // It holds tests only. They drive the real RocketMQ client, whose own data
 // races keep them out of -race builds (see adapter/mq/rocketmq).
+//
+// The seed's anomaly table, row by row, with the test of each row, is the
+// package doc of adapter/e2e/anomaly.
 package e2e

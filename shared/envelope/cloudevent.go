@@ -79,6 +79,8 @@ func (e Envelope) ToCloudEvent() (event.Event, error) {
 // FromCloudEvent reads an envelope out of a CloudEvent made by
 // [Envelope.ToCloudEvent] or by any sender that follows the same mapping, in
 // binary or structured mode. It refuses a specversion other than 1.0, a
+// schemaversion this build does not read (checked before every other
+// attribute, so that a newer schema is always [ClassUnsupportedSchema]), a
 // source outside [SourcePrefix], a datacontenttype other than
 // application/json, a missing tenantid, aggregatetype or schemaversion, and a
 // malformed traceparent; then it validates the envelope. Every error it
@@ -90,6 +92,16 @@ func FromCloudEvent(ev event.Event) (Envelope, error) {
 	}
 	if sv := ev.SpecVersion(); sv != event.CloudEventsVersionV1 {
 		return Envelope{}, invalid(ClassBadAttribute, "specversion", "%s is not supported (supported: 1.0)", quote(sv))
+	}
+	// A schema version this build does not read is reported before any
+	// other attribute is looked at, as Parse does for JSON: a newer schema
+	// may rename or drop the attributes checked below, and the quarantine
+	// must then say "unsupported_schema" (upgrade the consumer, replay),
+	// not "missing_field" or "tenant_missing" (a broken producer).
+	if v, ok := ev.Extensions()[ExtSchemaVersion]; ok {
+		if n, err := types.ToInteger(v); err == nil && n != 0 && n != SchemaVersion {
+			return Envelope{}, invalid(ClassUnsupportedSchema, ExtSchemaVersion, "%d is not supported (supported: %d)", n, SchemaVersion)
+		}
 	}
 	producer, ok := strings.CutPrefix(ev.Source(), SourcePrefix)
 	if !ok {

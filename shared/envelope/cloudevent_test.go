@@ -169,6 +169,13 @@ var cloudEventCases = []struct {
 	{"no schemaversion", func(ev *event.Event) { ev.SetExtension("schemaversion", nil) }, envelope.ClassMissingField, "schemaversion"},
 	{"schemaversion word", func(ev *event.Event) { ev.SetExtension("schemaversion", "one") }, envelope.ClassBadAttribute, "schemaversion"},
 	{"schemaversion 2", func(ev *event.Event) { ev.SetExtension("schemaversion", 2) }, envelope.ClassUnsupportedSchema, "schemaversion"},
+	// A newer schema may rename attributes: the version is what the
+	// operator must see, not the first attribute it renamed.
+	{"schemaversion 2 without aggregatetype", func(ev *event.Event) {
+		ev.SetExtension("schemaversion", 2)
+		ev.SetExtension("aggregatetype", nil)
+		ev.SetExtension("tenantid", nil)
+	}, envelope.ClassUnsupportedSchema, "schemaversion"},
 	{"traceparent garbage", func(ev *event.Event) { ev.SetExtension("traceparent", "garbage") }, envelope.ClassBadAttribute, "traceparent"},
 	{"traceparent upper", func(ev *event.Event) {
 		ev.SetExtension("traceparent", "00-"+strings.ToUpper(testTraceID)+"-00f067aa0ba902b7-01")
