@@ -1,38 +1,37 @@
 package probe_test
 
 import (
-	"context"
 	"crypto/sha256"
-	"errors"
 	"os"
 	"testing"
-	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aivedio/pipeline/functions/stage/stagetest"
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/blob"
-	"github.com/aivedio/pipeline/shared/config"
-	"github.com/aivedio/pipeline/shared/envelope"
-	"github.com/aivedio/pipeline/shared/media"
-	"github.com/aivedio/pipeline/shared/media/mediatest"
 	"github.com/aivedio/pipeline/shared/outbox"
-	"github.com/aivedio/pipeline/shared/servicetest"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
+)
+
+// Helpers every stage test shares.
+var (
+	cloudEvent   = stagetest.CloudEvent
+	statusOf     = stagetest.StatusOf
+	storedEvents = stagetest.StoredEvents
+	inboxResult  = stagetest.InboxResult
+	newStore     = stagetest.NewStore
+	removeAfter  = stagetest.RemoveAfter
+	newTool      = stagetest.NewTool
 )
 
 const (
 	providerName = "fake"
 	jobID        = "job-1"
-	// testBucket is shared by the stage tests; every object lives under
-	// its test's own tenant and task.
-	testBucket = "aivedio-functions-test"
 	// reserved is what the task's reservation holds.
 	reserved = 20
 )
@@ -102,75 +101,6 @@ func sourceAsset(t *testing.T, pool *pgxpool.Pool, tk task.Task, key string, siz
 	return id
 }
 
-// newStore connects to the test S3 server (S3_* variables) and makes sure
-// the shared test bucket exists.
-func newStore(t *testing.T) *blob.Store {
-	t.Helper()
-	servicetest.Env(t, "S3 server", "S3_ENDPOINT")
-	servicetest.Env(t, "S3 server", "S3_ACCESS_KEY_ID")
-	servicetest.Env(t, "S3 server", "S3_SECRET_ACCESS_KEY")
-	var cfg config.S3
-	require.NoError(t, config.Load(&cfg))
-	cfg.Bucket = testBucket
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	store, err := blob.New(ctx, cfg)
-	require.NoError(t, err)
-	require.NoError(t, store.EnsureBucket(ctx))
-	return store
-}
-
-// newTool runs the ffmpeg and ffprobe that servicetest locates.
-func newTool(t *testing.T) *media.Tool {
-	t.Helper()
-	return media.New(config.Media{FFmpegPath: mediatest.FFmpeg(t), FFprobePath: mediatest.FFprobe(t)})
-}
-
-// removeAfter deletes the objects under keys when the test ends.
-func removeAfter(t *testing.T, store *blob.Store, keys ...string) {
-	t.Helper()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		for _, key := range keys {
-			require.NoError(t, store.Delete(ctx, key))
-		}
-	})
-}
-
-// cloudEvent builds the CloudEvent the adapter would deliver for one event
-// about tk.
-func cloudEvent(t *testing.T, tk task.Task, eventID, eventType string, payload any) event.Event {
-	t.Helper()
-	env, err := envelope.New(envelope.NewParams{EventID: eventID, EventType: eventType, Producer: "test",
-		AggregateType: task.AggregateType, AggregateID: tk.ID.String(), TenantID: tk.TenantID.String(), Payload: payload})
-	require.NoError(t, err)
-	ce, err := env.ToCloudEvent()
-	require.NoError(t, err)
-	return ce
-}
-
-// statusOf is the HTTP status a Handle error answers with; 200 for nil.
-func statusOf(t *testing.T, err error) int {
-	t.Helper()
-	if err == nil {
-		return 200
-	}
-	var res *cehttp.Result
-	require.True(t, errors.As(err, &res), "Handle returned %v, not an HTTP result", err)
-	return res.StatusCode
-}
-
-// storedEvents are the outbox events of one type, oldest first.
-func storedEvents(t *testing.T, pool *pgxpool.Pool, eventType string) []outbox.Stored {
-	t.Helper()
-	rows, err := pool.Query(t.Context(), `SELECT `+outbox.Columns+` FROM outbox_events WHERE event_type = $1 ORDER BY created_at, event_id`, eventType)
-	require.NoError(t, err)
-	evs, err := outbox.Scan(rows)
-	require.NoError(t, err)
-	return evs
-}
-
 // tags lists the tags of evs.
 func tags(evs []outbox.Stored) []string {
 	out := make([]string, len(evs))
@@ -178,18 +108,6 @@ func tags(evs []outbox.Stored) []string {
 		out[i] = e.Tag
 	}
 	return out
-}
-
-// inboxResult is what the inbox recorded for an event, "" when nothing.
-func inboxResult(t *testing.T, pool *pgxpool.Pool, consumer, eventID string) string {
-	t.Helper()
-	var result string
-	err := pool.QueryRow(t.Context(), `SELECT result_code FROM inbox_dedup WHERE consumer_name = $1 AND event_id = $2`, consumer, eventID).Scan(&result)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ""
-	}
-	require.NoError(t, err)
-	return result
 }
 
 // probeColumns are an asset's probe columns.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/aivedio/pipeline/functions/probe"
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/functions/stage/stagetest"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
@@ -179,7 +180,7 @@ func TestUnreachableStorageIsRetried(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			down, err := blob.New(t.Context(), config.S3{Endpoint: tt.endpoint(t), Region: "us-east-1", Bucket: testBucket,
+			down, err := blob.New(t.Context(), config.S3{Endpoint: tt.endpoint(t), Region: "us-east-1", Bucket: stagetest.Bucket,
 				AccessKeyID: "test", SecretAccessKey: "test"})
 			require.NoError(t, err)
 			b := setup(t, down)

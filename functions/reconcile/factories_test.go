@@ -3,25 +3,30 @@ package reconcile_test
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/functions/stage/stagetest"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/provider"
-	"github.com/aivedio/pipeline/shared/servicetest"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
+)
+
+// Helpers every stage test shares.
+var (
+	cloudEvent   = stagetest.CloudEvent
+	statusOf     = stagetest.StatusOf
+	storedEvents = stagetest.StoredEvents
+	inboxResult  = stagetest.InboxResult
+	newRedis     = stagetest.NewRedis
+	deleteKeys   = stagetest.DeleteKeys
 )
 
 const providerName = "fake"
@@ -121,75 +126,6 @@ func attempts(t *testing.T, pool *pgxpool.Pool, taskID uuid.UUID) []attemptRow {
 	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[attemptRow])
 	require.NoError(t, err)
 	return got
-}
-
-// newRedis connects to the test Redis; the client is closed when the test
-// ends.
-func newRedis(t *testing.T) *redis.Client {
-	t.Helper()
-	opts, err := redis.ParseURL(servicetest.Env(t, "Redis", "REDIS_URL"))
-	require.NoError(t, err)
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
-}
-
-// deleteKeys removes every Redis key under prefix.
-func deleteKeys(rdb *redis.Client, prefix string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	iter := rdb.Scan(ctx, 0, prefix+"*", 100).Iterator()
-	for iter.Next(ctx) {
-		if err := rdb.Del(ctx, iter.Val()).Err(); err != nil {
-			return err
-		}
-	}
-	return iter.Err()
-}
-
-// cloudEvent builds the CloudEvent the adapter would deliver for one event
-// about tk.
-func cloudEvent(t *testing.T, tk task.Task, eventID, eventType string, payload any) event.Event {
-	t.Helper()
-	env, err := envelope.New(envelope.NewParams{EventID: eventID, EventType: eventType, Producer: "test",
-		AggregateType: task.AggregateType, AggregateID: tk.ID.String(), TenantID: tk.TenantID.String(), Payload: payload})
-	require.NoError(t, err)
-	ce, err := env.ToCloudEvent()
-	require.NoError(t, err)
-	return ce
-}
-
-// statusOf is the HTTP status a Handle error answers with; 200 for nil.
-func statusOf(t *testing.T, err error) int {
-	t.Helper()
-	if err == nil {
-		return 200
-	}
-	var res *cehttp.Result
-	require.True(t, errors.As(err, &res), "Handle returned %v, not an HTTP result", err)
-	return res.StatusCode
-}
-
-// storedEvents are the outbox events of one type, oldest first.
-func storedEvents(t *testing.T, pool *pgxpool.Pool, eventType string) []outbox.Stored {
-	t.Helper()
-	rows, err := pool.Query(t.Context(), `SELECT `+outbox.Columns+` FROM outbox_events WHERE event_type = $1 ORDER BY created_at, event_id`, eventType)
-	require.NoError(t, err)
-	evs, err := outbox.Scan(rows)
-	require.NoError(t, err)
-	return evs
-}
-
-// inboxResult is what the inbox recorded for an event, "" when nothing.
-func inboxResult(t *testing.T, pool *pgxpool.Pool, consumer, eventID string) string {
-	t.Helper()
-	var result string
-	err := pool.QueryRow(t.Context(), `SELECT result_code FROM inbox_dedup WHERE consumer_name = $1 AND event_id = $2`, consumer, eventID).Scan(&result)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ""
-	}
-	require.NoError(t, err)
-	return result
 }
 
 // requireAfterDelay checks that at lies d after a moment in [before,

@@ -2,21 +2,25 @@ package settle_test
 
 import (
 	"crypto/sha256"
-	"errors"
 	"testing"
 
-	"github.com/cloudevents/sdk-go/v2/event"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aivedio/pipeline/functions/stage/stagetest"
 	"github.com/aivedio/pipeline/shared/billing"
-	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
+)
+
+// Helpers every stage test shares.
+var (
+	cloudEvent  = stagetest.CloudEvent
+	statusOf    = stagetest.StatusOf
+	inboxResult = stagetest.InboxResult
 )
 
 const (
@@ -79,41 +83,6 @@ func taskIn(t *testing.T, pool *pgxpool.Pool, status task.Status, reserve bool) 
 	}))
 	require.Equal(t, status, cur.Status)
 	return cur
-}
-
-// cloudEvent builds the CloudEvent the adapter would deliver for one event
-// about tk.
-func cloudEvent(t *testing.T, tk task.Task, eventID, eventType string, payload any) event.Event {
-	t.Helper()
-	env, err := envelope.New(envelope.NewParams{EventID: eventID, EventType: eventType, Producer: "test",
-		AggregateType: task.AggregateType, AggregateID: tk.ID.String(), TenantID: tk.TenantID.String(), Payload: payload})
-	require.NoError(t, err)
-	ce, err := env.ToCloudEvent()
-	require.NoError(t, err)
-	return ce
-}
-
-// statusOf is the HTTP status a Handle error answers with; 200 for nil.
-func statusOf(t *testing.T, err error) int {
-	t.Helper()
-	if err == nil {
-		return 200
-	}
-	var res *cehttp.Result
-	require.True(t, errors.As(err, &res), "Handle returned %v, not an HTTP result", err)
-	return res.StatusCode
-}
-
-// inboxResult is what the inbox recorded for an event, "" when nothing.
-func inboxResult(t *testing.T, pool *pgxpool.Pool, consumer, eventID string) string {
-	t.Helper()
-	var result string
-	err := pool.QueryRow(t.Context(), `SELECT result_code FROM inbox_dedup WHERE consumer_name = $1 AND event_id = $2`, consumer, eventID).Scan(&result)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ""
-	}
-	require.NoError(t, err)
-	return result
 }
 
 // reservationStatus is the status of a task's reservation.
