@@ -251,7 +251,10 @@ func TestDoRetriesConflicts(t *testing.T) {
 			require.NoError(t, d.err)
 			require.Equal(t, inbox.Outcome{Result: inbox.Applied}, d.out)
 		}
-		require.EqualValues(t, 3, callsA.Load()+callsB.Load(), "exactly one of them ran twice")
+		// At least one ran again. Under load a retried transaction can meet
+		// the other's locks once more and run a third time (seen in CI):
+		// how often a function runs is not the guarantee, the effect is.
+		require.GreaterOrEqual(t, callsA.Load()+callsB.Load(), int32(3), "a deadlock victim runs again")
 		require.Equal(t, 2, b.counter(t, "row-1"))
 		require.Equal(t, 2, b.counter(t, "row-2"))
 	})
