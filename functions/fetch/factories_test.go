@@ -2,7 +2,6 @@ package fetch_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"sync"
 	"testing"
@@ -15,10 +14,8 @@ import (
 
 	"github.com/aivedio/pipeline/functions/stage/stagetest"
 	"github.com/aivedio/pipeline/shared/blob"
-	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/task"
-	"github.com/aivedio/pipeline/shared/tenant"
 )
 
 // Helpers every stage test shares.
@@ -74,41 +71,19 @@ func (f *fakeProvider) counts() (gets, downloads int) {
 
 // fetchingTask creates a tenant and a task whose provider job succeeded:
 // QUEUED -> SUBMITTING -> PROVIDER_RUNNING -> FETCHING through the state
-// machine.
+// machine, with its attempt SUCCEEDED.
 func fetchingTask(t *testing.T, pool *pgxpool.Pool) (task.Task, uuid.UUID) {
 	t.Helper()
-	ctx := t.Context()
-	o := task.Origin{Producer: "test"}
-	var cur task.Task
+	pollAt := time.Now().UTC().Truncate(time.Microsecond)
+	cur := stagetest.NewTask(t, pool, nil,
+		task.Transition{To: task.Submitting, Set: task.Fields{Provider: task.Ptr(providerName)}},
+		task.Transition{To: task.ProviderRunning, Set: task.Fields{ProviderJobID: task.Ptr(jobID), NextPollAt: &pollAt, DeadlineAt: task.Ptr(pollAt.Add(time.Hour))}},
+		task.Transition{To: task.Fetching, Set: task.Fields{Progress: task.Ptr(100)}})
 	attemptID := uuid.Must(uuid.NewV7())
-	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		c, err := tenant.Create(ctx, tx, tenant.NewTenant{Name: "acme", Credits: 100}, tenant.RoleTenant)
-		if err != nil {
-			return err
-		}
-		hash := sha256.Sum256([]byte("request"))
-		cur, _, err = task.Create(ctx, tx, o, task.New{TenantID: c.TenantID, IdempotencyKey: "k", RequestHash: hash[:],
-			Model: "m", Prompt: "a cat", DurationSeconds: 2, Resolution: "640x360"},
-			func(task.Task) ([]outbox.Event, error) { return nil, nil })
-		if err != nil {
-			return err
-		}
-		if cur, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.Submitting, Set: task.Fields{Provider: task.Ptr(providerName)}}); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO task_attempts (attempt_id, task_id, attempt_no, provider, model, provider_idempotency_key,
-			client_request_id, provider_job_id, status) VALUES ($1, $2, 1, $3, 'm', $4, $5, $6, 'SUCCEEDED')`,
-			attemptID, cur.ID, providerName, cur.ID.String()+"-1", attemptID.String(), jobID); err != nil {
-			return err
-		}
-		pollAt := time.Now().UTC().Truncate(time.Microsecond)
-		if cur, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.ProviderRunning,
-			Set: task.Fields{ProviderJobID: task.Ptr(jobID), NextPollAt: &pollAt, DeadlineAt: task.Ptr(pollAt.Add(time.Hour))}}); err != nil {
-			return err
-		}
-		cur, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.Fetching, Set: task.Fields{Progress: task.Ptr(100)}})
-		return err
-	}))
+	_, err := pool.Exec(t.Context(), `INSERT INTO task_attempts (attempt_id, task_id, attempt_no, provider, model, provider_idempotency_key,
+		client_request_id, provider_job_id, status) VALUES ($1, $2, 1, $3, 'm', $4, $5, $6, 'SUCCEEDED')`,
+		attemptID, cur.ID, providerName, cur.ID.String()+"-1", attemptID.String(), jobID)
+	require.NoError(t, err)
 	return cur, attemptID
 }
 

@@ -31,7 +31,6 @@ import (
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
-	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/provider"
@@ -70,19 +69,14 @@ func (f *fetcher) work(ctx context.Context, ev envelope.Envelope) error {
 		return err
 	}
 	consumer := catalog.GroupFetch.Name
-	t, err := task.Get(ctx, f.Pool, req.TaskID)
-	if errors.Is(err, task.ErrNotFound) {
-		return outcome.Permanentf("task.not_found", "task %s does not exist", req.TaskID)
-	}
+	t, err := stage.ReadTask(ctx, f.Pool, ev, req.TaskID)
 	if err != nil {
-		return err
-	}
-	if err := stage.CheckTenant(ev, t.TenantID); err != nil {
 		return err
 	}
 	if t.Status != task.Fetching {
 		return stage.Noop(ctx, f.Pool, consumer, ev)
 	}
+	o := task.FromEnvelope(Name, ev)
 	key, err := blob.Key(t.TenantID.String(), t.ID.String(), "output", "video.mp4")
 	if err != nil {
 		return outcome.Permanent("asset.bad_key", err)
@@ -94,8 +88,10 @@ func (f *fetcher) work(ctx context.Context, ev envelope.Envelope) error {
 		}
 		obj, err = f.download(ctx, t, key)
 		if errors.Is(err, errExpired) {
-			return f.fail(ctx, ev, consumer, t, "provider.output_expired",
-				"the provider's output expired before it could be stored; the generation was not repeated")
+			return stage.DoLocked(ctx, f.Pool, consumer, ev, t.ID, task.Fetching, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
+				return task.Fail(ctx, tx, o, cur, "provider.output_expired",
+					"the provider's output expired before it could be stored; the generation was not repeated")
+			})
 		}
 		if err != nil {
 			return err
@@ -105,33 +101,24 @@ func (f *fetcher) work(ctx context.Context, ev envelope.Envelope) error {
 	if err != nil || len(sum) != 32 {
 		return fmt.Errorf("stored object %s has no usable sha256 (%q)", key, obj.SHA256)
 	}
-	o := task.FromEnvelope(Name, ev)
-	_, err = inbox.Do(ctx, f.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		cur, err := task.Lock(ctx, tx, t.ID)
-		if err != nil {
-			return "", err
-		}
-		if cur.Status != task.Fetching {
-			return inbox.StaleNoop, nil
-		}
+	return stage.DoLocked(ctx, f.Pool, consumer, ev, t.ID, task.Fetching, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
 		assetID := uuid.Must(uuid.NewV7())
-		err = tx.QueryRow(ctx, `INSERT INTO assets (asset_id, tenant_id, task_id, kind, object_key, checksum_sha256, size_bytes, content_type)
+		err := tx.QueryRow(ctx, `INSERT INTO assets (asset_id, tenant_id, task_id, kind, object_key, checksum_sha256, size_bytes, content_type)
 			VALUES ($1, $2, $3, 'SOURCE', $4, $5, $6, $7)
 			ON CONFLICT (task_id) WHERE kind = 'SOURCE' AND task_id IS NOT NULL
 			DO UPDATE SET checksum_sha256 = excluded.checksum_sha256, size_bytes = excluded.size_bytes
 			RETURNING asset_id`, assetID, cur.TenantID, cur.ID, key, sum, obj.Size, contentType(obj)).Scan(&assetID)
 		if err != nil {
-			return "", fmt.Errorf("record output asset: %w", err)
+			return fmt.Errorf("record output asset: %w", err)
 		}
 		probe, err := o.Event(cur, catalog.EventPostprocess, catalog.AssetPostprocess, catalog.TagProbe,
 			task.Postprocess{TaskID: cur.ID, AssetID: assetID, Step: catalog.TagProbe}, time.Time{})
 		if err != nil {
-			return "", err
+			return err
 		}
 		_, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.MediaProcessing, Reason: "output stored", Events: []outbox.Event{probe}})
-		return inbox.Applied, err
+		return err
 	})
-	return err
 }
 
 var errExpired = errors.New("output expired")
@@ -171,21 +158,6 @@ func (f *fetcher) download(ctx context.Context, t task.Task, key string) (blob.O
 // one bad answer.
 func classify(err error) error {
 	return outcome.Retryable("provider."+string(provider.ClassOf(err)), err)
-}
-
-func (f *fetcher) fail(ctx context.Context, ev envelope.Envelope, consumer string, t task.Task, code, msg string) error {
-	o := task.FromEnvelope(Name, ev)
-	_, err := inbox.Do(ctx, f.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		cur, err := task.Lock(ctx, tx, t.ID)
-		if err != nil {
-			return "", err
-		}
-		if cur.Status != task.Fetching {
-			return inbox.StaleNoop, nil
-		}
-		return inbox.Applied, task.Fail(ctx, tx, o, cur, code, msg)
-	})
-	return err
 }
 
 func contentType(o blob.Object) string {

@@ -2,21 +2,17 @@ package poll_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aivedio/pipeline/functions/stage/stagetest"
-	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/task"
-	"github.com/aivedio/pipeline/shared/tenant"
 )
 
 // Helpers every stage test shares.
@@ -95,35 +91,16 @@ const (
 // it with its accepted attempt. next_poll_at is pollAt.
 func runningTask(t *testing.T, pool *pgxpool.Pool, pollAt time.Time) (task.Task, uuid.UUID) {
 	t.Helper()
-	ctx := t.Context()
-	o := task.Origin{Producer: "test"}
-	var cur task.Task
-	attemptID := uuid.Must(uuid.NewV7())
-	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		c, err := tenant.Create(ctx, tx, tenant.NewTenant{Name: "acme", Credits: 100}, tenant.RoleTenant)
-		if err != nil {
-			return err
-		}
-		hash := sha256.Sum256([]byte("request"))
-		cur, _, err = task.Create(ctx, tx, o, task.New{TenantID: c.TenantID, IdempotencyKey: "k", RequestHash: hash[:],
-			Model: "m", Prompt: "a cat", DurationSeconds: 2, Resolution: "640x360"},
-			func(task.Task) ([]outbox.Event, error) { return nil, nil })
-		if err != nil {
-			return err
-		}
-		if cur, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.Submitting, Set: task.Fields{Provider: task.Ptr(providerName)}}); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO task_attempts (attempt_id, task_id, attempt_no, provider, model, provider_idempotency_key,
-			client_request_id, provider_job_id, status, request_started_at, response_at)
-			VALUES ($1, $2, 1, $3, 'm', $4, $5, $6, 'ACCEPTED', now(), now())`,
-			attemptID, cur.ID, providerName, cur.ID.String()+"-1", attemptID.String(), jobID); err != nil {
-			return err
-		}
-		cur, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.ProviderRunning,
+	cur := stagetest.NewTask(t, pool, nil,
+		task.Transition{To: task.Submitting, Set: task.Fields{Provider: task.Ptr(providerName)}},
+		task.Transition{To: task.ProviderRunning,
 			Set: task.Fields{ProviderJobID: task.Ptr(jobID), NextPollAt: &pollAt, DeadlineAt: task.Ptr(time.Now().Add(journey.MaxWait))}})
-		return err
-	}))
+	attemptID := uuid.Must(uuid.NewV7())
+	_, err := pool.Exec(t.Context(), `INSERT INTO task_attempts (attempt_id, task_id, attempt_no, provider, model, provider_idempotency_key,
+		client_request_id, provider_job_id, status, request_started_at, response_at)
+		VALUES ($1, $2, 1, $3, 'm', $4, $5, $6, 'ACCEPTED', now(), now())`,
+		attemptID, cur.ID, providerName, cur.ID.String()+"-1", attemptID.String(), jobID)
+	require.NoError(t, err)
 	return cur, attemptID
 }
 

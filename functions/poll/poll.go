@@ -83,7 +83,7 @@ func (s *poller) work(ctx context.Context, ev envelope.Envelope) error {
 		return err
 	}
 	consumer := catalog.GroupPoll.Name
-	t, err := s.read(ctx, ev, due.TaskID)
+	t, err := stage.ReadTask(ctx, s.Pool, ev, due.TaskID)
 	if err != nil {
 		return err
 	}
@@ -114,7 +114,7 @@ func (s *poller) callback(ctx context.Context, ev envelope.Envelope) error {
 	if err != nil {
 		return outcome.Permanentf("payload.invalid", "callback event aggregate_id %q is not a task id", ev.AggregateID)
 	}
-	t, err := s.read(ctx, ev, taskID)
+	t, err := stage.ReadTask(ctx, s.Pool, ev, taskID)
 	if err != nil {
 		return err
 	}
@@ -141,17 +141,6 @@ func (s *poller) callback(ctx context.Context, ev envelope.Envelope) error {
 		return stage.Noop(ctx, s.Pool, consumer, ev)
 	}
 	return s.apply(ctx, ev, consumer, t, task.PollDue{TaskID: t.ID, AttemptID: attemptID}, job, nil)
-}
-
-func (s *poller) read(ctx context.Context, ev envelope.Envelope, id uuid.UUID) (task.Task, error) {
-	t, err := task.Get(ctx, s.Pool, id)
-	if errors.Is(err, task.ErrNotFound) {
-		return task.Task{}, outcome.Permanentf("task.not_found", "task %s does not exist", id)
-	}
-	if err != nil {
-		return task.Task{}, err
-	}
-	return t, stage.CheckTenant(ev, t.TenantID)
 }
 
 func (s *poller) get(ctx context.Context, jobID string) (provider.Job, error) {

@@ -25,7 +25,6 @@ import (
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
-	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/media"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/outcome"
@@ -69,14 +68,8 @@ func (s *prober) work(ctx context.Context, ev envelope.Envelope) error {
 		return err
 	}
 	consumer := catalog.GroupProbe.Name
-	t, err := task.Get(ctx, s.Pool, req.TaskID)
-	if errors.Is(err, task.ErrNotFound) {
-		return outcome.Permanentf("task.not_found", "task %s does not exist", req.TaskID)
-	}
+	t, err := stage.ReadTask(ctx, s.Pool, ev, req.TaskID)
 	if err != nil {
-		return err
-	}
-	if err := stage.CheckTenant(ev, t.TenantID); err != nil {
 		return err
 	}
 	if t.Status != task.MediaProcessing {
@@ -96,42 +89,36 @@ func (s *prober) work(ctx context.Context, ev envelope.Envelope) error {
 		}
 		p, err := s.Media.Probe(ctx, url)
 		if reason := notAVideo(p, err); reason != "" {
-			return s.fail(ctx, ev, consumer, o, t, reason)
+			return stage.DoLocked(ctx, s.Pool, consumer, ev, t.ID, task.MediaProcessing, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
+				return task.Fail(ctx, tx, o, cur, "media.not_a_video", reason)
+			})
 		}
 		if err != nil {
 			return outcome.Retryable("media.probe_failed", err)
 		}
 		probe = &p
 	}
-	_, err = inbox.Do(ctx, s.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		cur, err := task.Lock(ctx, tx, t.ID)
-		if err != nil {
-			return "", err
-		}
-		if cur.Status != task.MediaProcessing {
-			return inbox.StaleNoop, nil
-		}
+	return stage.DoLocked(ctx, s.Pool, consumer, ev, t.ID, task.MediaProcessing, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
 		if probe != nil {
 			if err := record(ctx, tx, asset, *probe); err != nil {
-				return "", err
+				return err
 			}
 		}
 		a, err := stage.ReadAsset(ctx, tx, t.ID, req.AssetID)
 		if err != nil {
-			return "", err
+			return err
 		}
 		var events []outbox.Event
 		for _, step := range stage.DerivativeSteps(a.HasAudio) {
 			e, err := o.Event(cur, catalog.EventPostprocess, catalog.AssetPostprocess, step,
 				task.Postprocess{TaskID: cur.ID, AssetID: a.ID, Step: step}, time.Time{})
 			if err != nil {
-				return "", err
+				return err
 			}
 			events = append(events, e)
 		}
-		return inbox.Applied, outbox.Write(ctx, tx, events...)
+		return outbox.Write(ctx, tx, events...)
 	})
-	return err
 }
 
 // notAVideo says why a probe shows the output cannot be a video, or "" when
@@ -187,18 +174,4 @@ func record(ctx context.Context, tx pgx.Tx, a stage.Asset, p media.Probe) error 
 		return fmt.Errorf("record probe of asset %s: %w", a.ID, err)
 	}
 	return nil
-}
-
-func (s *prober) fail(ctx context.Context, ev envelope.Envelope, consumer string, o task.Origin, t task.Task, reason string) error {
-	_, err := inbox.Do(ctx, s.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		cur, err := task.Lock(ctx, tx, t.ID)
-		if err != nil {
-			return "", err
-		}
-		if cur.Status != task.MediaProcessing {
-			return inbox.StaleNoop, nil
-		}
-		return inbox.Applied, task.Fail(ctx, tx, o, cur, "media.not_a_video", reason)
-	})
-	return err
 }

@@ -31,6 +31,11 @@ func (r *reconciler) settleCancel(ctx context.Context, ev envelope.Envelope, con
 	}
 	cancel()
 	decided := stage.DecideCancel(job, err)
+	// last is what the final look found, for a person to start from.
+	last := fmt.Sprintf("job %s", job.Status)
+	if err != nil {
+		last = string(provider.ClassOf(err))
+	}
 	o := task.FromEnvelope(Name, ev)
 	log := r.Logger.With(slog.String("task_id", t.ID.String()), slog.String("event_id", ev.EventID))
 	var done bool
@@ -50,7 +55,7 @@ func (r *reconciler) settleCancel(ctx context.Context, ev envelope.Envelope, con
 		if due.Round+1 >= r.Journey.ReconcileRounds {
 			done = true
 			msg := fmt.Sprintf("could not learn whether provider job %s stopped after the client's cancel (%d looks, last: %v); a person decides whether to charge",
-				cur.ProviderJobID, due.Round+1, provider.ClassOf(err))
+				cur.ProviderJobID, due.Round+1, last)
 			_, err := task.Apply(ctx, tx, o, cur, task.Transition{To: task.NeedsAttention, Reason: "cancel outcome unknown",
 				Set: task.Fields{ErrorCode: task.Ptr("reconcile.cancel_unknown"), ErrorMessage: &msg}})
 			return inbox.Applied, err

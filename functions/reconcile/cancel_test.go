@@ -2,24 +2,21 @@ package reconcile_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aivedio/pipeline/functions/reconcile"
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/functions/stage/stagetest"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/dbtest"
-	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/task"
-	"github.com/aivedio/pipeline/shared/tenant"
 )
 
 // jobLooker answers Get with a scripted job and records Cancel calls.
@@ -51,35 +48,14 @@ func (f *jobLooker) Cancel(context.Context, string) (provider.Job, error) {
 func cancelReconcilingTask(t *testing.T) (*testBundle, uuid.UUID) {
 	t.Helper()
 	b := &testBundle{pool: dbtest.TestSchema(t)}
-	ctx := t.Context()
-	o := task.Origin{Producer: "test"}
+	b.task = stagetest.NewTask(t, b.pool, nil,
+		task.Transition{To: task.Submitting, Set: task.Fields{Provider: task.Ptr(providerName)}},
+		task.Transition{To: task.ProviderRunning, Set: task.Fields{ProviderJobID: task.Ptr("job-1"), CancelRequested: task.Ptr(true)}},
+		task.Transition{To: task.CancelReconciling})
 	attemptID := uuid.New()
-	require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		c, err := tenant.Create(ctx, tx, tenant.NewTenant{Name: "acme", Credits: 100}, tenant.RoleTenant)
-		if err != nil {
-			return err
-		}
-		hash := sha256.Sum256([]byte("request"))
-		cur, _, err := task.Create(ctx, tx, o, task.New{TenantID: c.TenantID, IdempotencyKey: "k", RequestHash: hash[:],
-			Model: "m", Prompt: "a cat", DurationSeconds: 2, Resolution: "640x360"},
-			func(task.Task) ([]outbox.Event, error) { return nil, nil })
-		if err != nil {
-			return err
-		}
-		for _, step := range []task.Transition{
-			{To: task.Submitting, Set: task.Fields{Provider: task.Ptr(providerName)}},
-			{To: task.ProviderRunning, Set: task.Fields{ProviderJobID: task.Ptr("job-1"), CancelRequested: task.Ptr(true)}},
-			{To: task.CancelReconciling},
-		} {
-			if cur, err = task.Apply(ctx, tx, o, cur, step); err != nil {
-				return err
-			}
-		}
-		b.task = cur
-		_, err = tx.Exec(ctx, `INSERT INTO task_attempts (attempt_id, task_id, attempt_no, provider, model, provider_idempotency_key, client_request_id, provider_job_id, status)
-			VALUES ($1, $2::uuid, 1, $3, 'm', $2::uuid::text || '-1', 'crid', 'job-1', 'ACCEPTED')`, attemptID, cur.ID, providerName)
-		return err
-	}))
+	_, err := b.pool.Exec(t.Context(), `INSERT INTO task_attempts (attempt_id, task_id, attempt_no, provider, model, provider_idempotency_key, client_request_id, provider_job_id, status)
+		VALUES ($1, $2::uuid, 1, $3, 'm', $2::uuid::text || '-1', 'crid', 'job-1', 'ACCEPTED')`, attemptID, b.task.ID, providerName)
+	require.NoError(t, err)
 	return b, attemptID
 }
 
@@ -127,4 +103,6 @@ func TestCancelLookUnknownTooLongNeedsAttention(t *testing.T) {
 	f := &jobLooker{err: &provider.Error{Class: provider.ClassUnavailable, StatusCode: http.StatusBadGateway}}
 	require.NoError(t, b.look(t, f, attemptID, journey.ReconcileRounds-1))
 	require.Equal(t, task.NeedsAttention, b.status(t))
+	require.Contains(t, b.reload(t).ErrorMessage, "last: "+string(provider.ClassUnavailable)+")",
+		"the message names what the last look found")
 }

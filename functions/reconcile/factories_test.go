@@ -2,7 +2,6 @@ package reconcile_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"sync"
 	"testing"
 	"time"
@@ -13,10 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aivedio/pipeline/functions/stage/stagetest"
-	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/task"
-	"github.com/aivedio/pipeline/shared/tenant"
 )
 
 // Helpers every stage test shares.
@@ -76,36 +73,15 @@ type attempt struct {
 // submit stage leaves it.
 func reconcilingTask(t *testing.T, pool *pgxpool.Pool) (task.Task, attempt) {
 	t.Helper()
-	ctx := t.Context()
-	o := task.Origin{Producer: "test"}
-	var cur task.Task
-	a := attempt{ID: uuid.Must(uuid.NewV7())}
+	cur := stagetest.NewTask(t, pool, nil,
+		task.Transition{To: task.Submitting, Set: task.Fields{Provider: task.Ptr(providerName)}},
+		task.Transition{To: task.Reconciling, Reason: "submit answer lost"})
+	a := attempt{ID: uuid.Must(uuid.NewV7()), IdempotencyKey: cur.ID.String() + "-1"}
 	a.ClientRequestID = a.ID.String()
-	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		c, err := tenant.Create(ctx, tx, tenant.NewTenant{Name: "acme", Credits: 100}, tenant.RoleTenant)
-		if err != nil {
-			return err
-		}
-		hash := sha256.Sum256([]byte("request"))
-		cur, _, err = task.Create(ctx, tx, o, task.New{TenantID: c.TenantID, IdempotencyKey: "k", RequestHash: hash[:],
-			Model: "m", Prompt: "a cat", DurationSeconds: 2, Resolution: "640x360"},
-			func(task.Task) ([]outbox.Event, error) { return nil, nil })
-		if err != nil {
-			return err
-		}
-		if cur, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.Submitting, Set: task.Fields{Provider: task.Ptr(providerName)}}); err != nil {
-			return err
-		}
-		a.IdempotencyKey = cur.ID.String() + "-1"
-		if err := tx.QueryRow(ctx, `INSERT INTO task_attempts (attempt_id, task_id, attempt_no, provider, model, provider_idempotency_key,
-			client_request_id, status, error_code, request_started_at, response_at)
-			VALUES ($1, $2, 1, $3, 'm', $4, $5, 'SUBMIT_UNKNOWN', 'timeout_unknown', now() - interval '1 minute', now())
-			RETURNING request_started_at`, a.ID, cur.ID, providerName, a.IdempotencyKey, a.ClientRequestID).Scan(&a.StartedAt); err != nil {
-			return err
-		}
-		cur, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.Reconciling, Reason: "submit answer lost"})
-		return err
-	}))
+	require.NoError(t, pool.QueryRow(t.Context(), `INSERT INTO task_attempts (attempt_id, task_id, attempt_no, provider, model, provider_idempotency_key,
+		client_request_id, status, error_code, request_started_at, response_at)
+		VALUES ($1, $2, 1, $3, 'm', $4, $5, 'SUBMIT_UNKNOWN', 'timeout_unknown', now() - interval '1 minute', now())
+		RETURNING request_started_at`, a.ID, cur.ID, providerName, a.IdempotencyKey, a.ClientRequestID).Scan(&a.StartedAt))
 	return cur, a
 }
 

@@ -28,7 +28,6 @@ import (
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/outbox"
-	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/slots"
 	"github.com/aivedio/pipeline/shared/task"
@@ -86,14 +85,8 @@ func (r *reconciler) work(ctx context.Context, ev envelope.Envelope) error {
 		return err
 	}
 	consumer := catalog.GroupReconcile.Name
-	t, err := task.Get(ctx, r.Pool, due.TaskID)
-	if errors.Is(err, task.ErrNotFound) {
-		return outcome.Permanentf("task.not_found", "task %s does not exist", due.TaskID)
-	}
+	t, err := stage.ReadTask(ctx, r.Pool, ev, due.TaskID)
 	if err != nil {
-		return err
-	}
-	if err := stage.CheckTenant(ev, t.TenantID); err != nil {
 		return err
 	}
 	if t.Status == task.CancelReconciling && due.Reason == stage.ReasonCancel {

@@ -1,19 +1,15 @@
 package settle_test
 
 import (
-	"crypto/sha256"
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aivedio/pipeline/functions/stage/stagetest"
 	"github.com/aivedio/pipeline/shared/billing"
-	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/task"
-	"github.com/aivedio/pipeline/shared/tenant"
 )
 
 // Helpers every stage test shares.
@@ -25,7 +21,7 @@ var (
 
 const (
 	// credits is the tenant's starting balance, reserved what its task holds.
-	credits  = 100
+	credits  = stagetest.Credits
 	reserved = 20
 )
 
@@ -54,33 +50,11 @@ func taskIn(t *testing.T, pool *pgxpool.Pool, status task.Status, reserve bool) 
 	t.Helper()
 	path, ok := paths[status]
 	require.True(t, ok, "no path to %s", status)
-	ctx := t.Context()
-	o := task.Origin{Producer: "test"}
-	var cur task.Task
-	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		c, err := tenant.Create(ctx, tx, tenant.NewTenant{Name: "acme", Credits: credits}, tenant.RoleTenant)
-		if err != nil {
-			return err
-		}
-		hash := sha256.Sum256([]byte("request"))
-		cur, _, err = task.Create(ctx, tx, o, task.New{TenantID: c.TenantID, IdempotencyKey: "k", RequestHash: hash[:],
-			Model: "m", Prompt: "a cat", DurationSeconds: 2, Resolution: "640x360"},
-			func(task.Task) ([]outbox.Event, error) { return nil, nil })
-		if err != nil {
-			return err
-		}
-		if reserve {
-			if err := billing.Reserve(ctx, tx, c.TenantID, cur.ID, reserved); err != nil {
-				return err
-			}
-		}
-		for _, tr := range path {
-			if cur, err = task.Apply(ctx, tx, o, cur, tr); err != nil {
-				return err
-			}
-		}
-		return nil
-	}))
+	opts := &stagetest.TaskOpts{}
+	if reserve {
+		opts.Reserved = reserved
+	}
+	cur := stagetest.NewTask(t, pool, opts, path...)
 	require.Equal(t, status, cur.Status)
 	return cur
 }

@@ -111,14 +111,8 @@ func (s *submitter) work(ctx context.Context, ev envelope.Envelope) error {
 // is done without calling the provider (stale event, or no free slot).
 func (s *submitter) begin(ctx context.Context, ev envelope.Envelope, o task.Origin, id uuid.UUID) (task.Task, *attempt, error) {
 	for range 3 {
-		t, err := task.Get(ctx, s.Pool, id)
-		if errors.Is(err, task.ErrNotFound) {
-			return task.Task{}, nil, outcome.Permanentf("task.not_found", "task %s does not exist", id)
-		}
+		t, err := stage.ReadTask(ctx, s.Pool, ev, id)
 		if err != nil {
-			return task.Task{}, nil, err
-		}
-		if err := stage.CheckTenant(ev, t.TenantID); err != nil {
 			return task.Task{}, nil, err
 		}
 		switch t.Status {

@@ -2,30 +2,27 @@ package submit_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/functions/stage/stagetest"
 	"github.com/aivedio/pipeline/functions/submit"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/dbtest"
 	"github.com/aivedio/pipeline/shared/envelope"
-	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/servicetest"
 	"github.com/aivedio/pipeline/shared/slots"
 	"github.com/aivedio/pipeline/shared/task"
-	"github.com/aivedio/pipeline/shared/tenant"
 )
 
 // fakeProvider answers Submit with the scripted result and records the
@@ -60,17 +57,7 @@ var journey = config.Journey{PollFirst: 5 * time.Second, PollMax: time.Minute, M
 func setup(t *testing.T, answer func(n int) (provider.Job, error)) *testBundle {
 	t.Helper()
 	b := &testBundle{pool: dbtest.TestSchema(t), fake: &fakeProvider{answer: answer}}
-	require.NoError(t, pgx.BeginFunc(t.Context(), b.pool, func(tx pgx.Tx) error {
-		c, err := tenant.Create(t.Context(), tx, tenant.NewTenant{Name: "acme", Credits: 100}, tenant.RoleTenant)
-		if err != nil {
-			return err
-		}
-		hash := sha256.Sum256([]byte("p"))
-		b.task, _, err = task.Create(t.Context(), tx, task.Origin{Producer: "api"}, task.New{TenantID: c.TenantID, IdempotencyKey: "k",
-			RequestHash: hash[:], Model: "m", Prompt: "a cat", DurationSeconds: 2, Resolution: "640x360"},
-			func(task.Task) ([]outbox.Event, error) { return nil, nil })
-		return err
-	}))
+	b.task = stagetest.NewTask(t, b.pool, nil)
 	b.fn = submit.New(submit.Params{Pool: b.pool, Provider: b.fake, Journey: journey, Timeout: time.Second})
 	return b
 }

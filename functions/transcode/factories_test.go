@@ -1,22 +1,17 @@
 package transcode_test
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"os"
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aivedio/pipeline/functions/stage/stagetest"
-	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/blob"
-	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/task"
-	"github.com/aivedio/pipeline/shared/tenant"
 )
 
 // Helpers every stage test shares.
@@ -44,37 +39,11 @@ const (
 // machine.
 func processingTask(t *testing.T, pool *pgxpool.Pool) task.Task {
 	t.Helper()
-	ctx := t.Context()
-	o := task.Origin{Producer: "test"}
-	var cur task.Task
-	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		c, err := tenant.Create(ctx, tx, tenant.NewTenant{Name: "acme", Credits: 100}, tenant.RoleTenant)
-		if err != nil {
-			return err
-		}
-		hash := sha256.Sum256([]byte("request"))
-		cur, _, err = task.Create(ctx, tx, o, task.New{TenantID: c.TenantID, IdempotencyKey: "k", RequestHash: hash[:],
-			Model: "m", Prompt: "a cat", DurationSeconds: 2, Resolution: "640x360"},
-			func(task.Task) ([]outbox.Event, error) { return nil, nil })
-		if err != nil {
-			return err
-		}
-		if err := billing.Reserve(ctx, tx, c.TenantID, cur.ID, reserved); err != nil {
-			return err
-		}
-		for _, tr := range []task.Transition{
-			{To: task.Submitting, Set: task.Fields{Provider: task.Ptr(providerName)}},
-			{To: task.ProviderRunning, Set: task.Fields{ProviderJobID: task.Ptr(jobID)}},
-			{To: task.Fetching, Set: task.Fields{Progress: task.Ptr(100)}},
-			{To: task.MediaProcessing},
-		} {
-			if cur, err = task.Apply(ctx, tx, o, cur, tr); err != nil {
-				return err
-			}
-		}
-		return nil
-	}))
-	return cur
+	return stagetest.NewTask(t, pool, &stagetest.TaskOpts{Reserved: reserved},
+		task.Transition{To: task.Submitting, Set: task.Fields{Provider: task.Ptr(providerName)}},
+		task.Transition{To: task.ProviderRunning, Set: task.Fields{ProviderJobID: task.Ptr(jobID)}},
+		task.Transition{To: task.Fetching, Set: task.Fields{Progress: task.Ptr(100)}},
+		task.Transition{To: task.MediaProcessing})
 }
 
 // storeProbedOutput uploads the file at path as tk's output, where the

@@ -43,32 +43,22 @@ func (s *transcoder) optionalFailed(ctx context.Context, ev envelope.Envelope, c
 		return cause
 	}
 	o := task.FromEnvelope(Name, ev)
-	_, err = inbox.Do(ctx, s.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		cur, err := task.Lock(ctx, tx, t.ID)
-		if err != nil {
-			return "", err
-		}
-		if cur.Status != task.MediaProcessing {
-			return inbox.StaleNoop, nil
-		}
+	return stage.DoLocked(ctx, s.Pool, consumer, ev, t.ID, task.MediaProcessing, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
 		if _, err := tx.Exec(ctx, `UPDATE generation_tasks SET missing_derivatives = array_append(missing_derivatives, $2)
 			WHERE task_id = $1 AND NOT ($2 = ANY (missing_derivatives))`, cur.ID, d.kind); err != nil {
-			return "", fmt.Errorf("flag missing %s: %w", strings.ToLower(d.kind), err)
+			return fmt.Errorf("flag missing %s: %w", strings.ToLower(d.kind), err)
 		}
-		if cur, err = task.Lock(ctx, tx, t.ID); err != nil {
-			return "", err
-		}
-		rows, err := tx.Query(ctx, `SELECT kind FROM assets WHERE source_asset_id = $1`, source.ID)
+		// Read the row again: complete counts the kind just flagged missing.
+		cur, err := task.Lock(ctx, tx, t.ID)
 		if err != nil {
-			return "", fmt.Errorf("list derivatives: %w", err)
+			return err
 		}
-		have, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		have, err := derivativeKinds(ctx, tx, source.ID)
 		if err != nil {
-			return "", fmt.Errorf("list derivatives: %w", err)
+			return err
 		}
-		return inbox.Applied, s.complete(ctx, tx, o, cur, source, have)
+		return s.complete(ctx, tx, o, cur, source, have)
 	})
-	return err
 }
 
 // storeLate records a derivative made by a background retry for a task

@@ -29,7 +29,6 @@ import (
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
-	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/media"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/outcome"
@@ -91,14 +90,8 @@ func (s *transcoder) work(ctx context.Context, ev envelope.Envelope) error {
 		return err
 	}
 	consumer := catalog.GroupTranscode.Name
-	t, err := task.Get(ctx, s.Pool, req.TaskID)
-	if errors.Is(err, task.ErrNotFound) {
-		return outcome.Permanentf("task.not_found", "task %s does not exist", req.TaskID)
-	}
+	t, err := stage.ReadTask(ctx, s.Pool, ev, req.TaskID)
 	if err != nil {
-		return err
-	}
-	if err := stage.CheckTenant(ev, t.TenantID); err != nil {
 		return err
 	}
 	background := t.Status.Charged() && slices.Contains(t.MissingDerivatives, d.kind)
@@ -130,36 +123,38 @@ func (s *transcoder) work(ctx context.Context, ev envelope.Envelope) error {
 	if background {
 		return s.storeLate(ctx, ev, consumer, t, source, d, obj, exists)
 	}
-	_, err = inbox.Do(ctx, s.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		cur, err := task.Lock(ctx, tx, t.ID)
-		if err != nil {
-			return "", err
-		}
-		if cur.Status != task.MediaProcessing {
-			return inbox.StaleNoop, nil
-		}
+	return stage.DoLocked(ctx, s.Pool, consumer, ev, t.ID, task.MediaProcessing, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
 		if !exists {
 			sum, err := hex.DecodeString(obj.SHA256)
 			if err != nil || len(sum) != 32 {
-				return "", fmt.Errorf("stored %s has no usable sha256", obj.Key)
+				return fmt.Errorf("stored %s has no usable sha256", obj.Key)
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO assets (asset_id, tenant_id, task_id, source_asset_id, kind, object_key, checksum_sha256, size_bytes, content_type)
 				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (source_asset_id, kind) DO NOTHING`,
 				uuid.Must(uuid.NewV7()), cur.TenantID, cur.ID, source.ID, d.kind, obj.Key, sum, obj.Size, d.contentType); err != nil {
-				return "", fmt.Errorf("record %s: %w", strings.ToLower(d.kind), err)
+				return fmt.Errorf("record %s: %w", strings.ToLower(d.kind), err)
 			}
 		}
-		rows, err := tx.Query(ctx, `SELECT kind FROM assets WHERE source_asset_id = $1`, source.ID)
+		have, err := derivativeKinds(ctx, tx, source.ID)
 		if err != nil {
-			return "", fmt.Errorf("list derivatives: %w", err)
+			return err
 		}
-		have, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return "", fmt.Errorf("list derivatives: %w", err)
-		}
-		return inbox.Applied, s.complete(ctx, tx, o, cur, source, have)
+		return s.complete(ctx, tx, o, cur, source, have)
 	})
-	return err
+}
+
+// derivativeKinds lists the kinds of the derivatives stored for a source
+// asset.
+func derivativeKinds(ctx context.Context, tx pgx.Tx, sourceID uuid.UUID) ([]string, error) {
+	rows, err := tx.Query(ctx, `SELECT kind FROM assets WHERE source_asset_id = $1`, sourceID)
+	if err != nil {
+		return nil, fmt.Errorf("list derivatives: %w", err)
+	}
+	have, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list derivatives: %w", err)
+	}
+	return have, nil
 }
 
 // complete finishes the task once every derivative is stored or, for an
