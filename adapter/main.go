@@ -3,6 +3,7 @@
 //
 //	go run ./adapter migrate up|down              apply or roll back the database schema
 //	go run ./adapter topics apply|list            create (or print) the catalog's topics and groups
+//	go run ./adapter topics grant --user U ...    make an ACL user with the least one binary needs
 //	go run ./adapter relay                        publish the outbox to RocketMQ
 //	go run ./adapter source --group G --sink URL  deliver a consumer group's messages to its stage
 //	go run ./adapter dlq drain --group G          move a group's dead letters into message_quarantine
@@ -28,6 +29,8 @@ const usage = `usage: adapter <command>
   migrate up|down                  apply or roll back the database schema (DATABASE_URL)
   topics apply                     create the catalog's topics and groups (ROCKETMQ_NAMESRV, ROCKETMQ_ADMIN_CLASSPATH)
   topics list                      print the topic catalog
+  topics grant --user U --role publisher|source|drain [--group G] < password
+                                   make (or update) an ACL user with the least one binary needs
   relay                            publish the outbox to RocketMQ
   source --group G [--sink URL]    deliver consumer group G's messages to its stage function
   dlq drain --group G              move group G's dead letters into message_quarantine

@@ -17,7 +17,9 @@ import (
 	"github.com/aivedio/pipeline/adapter/dlq"
 	"github.com/aivedio/pipeline/adapter/mq/rocketmq"
 	"github.com/aivedio/pipeline/adapter/mq/rocketmqtest"
+	"github.com/aivedio/pipeline/adapter/topics"
 	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/dbtest"
 	"github.com/aivedio/pipeline/shared/quarantine"
 )
@@ -85,21 +87,52 @@ func TestRealBrokerOpenBeforeTheTopicLeaksNothing(t *testing.T) {
 // it, and checks that the drainer quarantines it and ACKs it.
 func TestRealBrokerDLQDrain(t *testing.T) {
 	t.Parallel()
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	cfg := rocketmqtest.Config(t)
+	testDLQDrain(t, func(t *testing.T, topic catalog.Topic, stage, drain catalog.Group) (publisher, consumer, drainer config.RocketMQ) {
+		rocketmqtest.Apply(t, cfg, []catalog.Topic{topic}, []catalog.Group{stage, drain})
+		return cfg, cfg, cfg
+	})
+}
+
+// TestRealBrokerDLQDrainWithACL runs the same on the cluster with ACL on,
+// each client signing as a user that holds only its role's grant, as
+// `adapter topics grant` makes them.
+func TestRealBrokerDLQDrainWithACL(t *testing.T) {
+	t.Parallel()
+	cluster := rocketmqtest.ACLCluster(t)
+	testDLQDrain(t, func(t *testing.T, topic catalog.Topic, stage, drain catalog.Group) (publisher, consumer, drainer config.RocketMQ) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		require.NoError(t, cluster.Admin.Apply(ctx, []catalog.Topic{topic}, []catalog.Group{stage, drain}))
+		const secret = "dlq-acl-test-secret"
+		users := [3]string{rocketmqtest.UniqueName("pub"), rocketmqtest.UniqueName("src"), rocketmqtest.UniqueName("drain")}
+		require.NoError(t, cluster.Admin.GrantUser(ctx, users[0], secret, topics.PublisherGrant([]catalog.Topic{topic})))
+		require.NoError(t, cluster.Admin.GrantUser(ctx, users[1], secret, topics.ConsumerGrant(stage)))
+		require.NoError(t, cluster.Admin.GrantUser(ctx, users[2], secret, topics.DrainGrant(stage, drain)))
+		return cluster.As(users[0], secret), cluster.As(users[1], secret), cluster.As(users[2], secret)
+	})
+}
+
+// setupFunc creates the topic and groups on a cluster and returns the
+// settings each client signs in with.
+type setupFunc func(t *testing.T, topic catalog.Topic, stage, drain catalog.Group) (publisher, consumer, drainer config.RocketMQ)
+
+func testDLQDrain(t *testing.T, setup setupFunc) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
 	pool := dbtest.TestSchema(t)
 	topic := catalog.Topic{Name: rocketmqtest.UniqueName("t_dlq"), Type: catalog.Normal}
 	topic.Logical = topic.Name
-	stage := catalog.Group{Name: rocketmqtest.UniqueName("g_dlq_stage"), MaxDeliveryAttempts: 2}
+	stage := catalog.Group{Name: rocketmqtest.UniqueName("g_dlq_stage"), MaxDeliveryAttempts: 2,
+		Subscriptions: []catalog.Subscription{{Topic: topic}}}
 	// The test's own drain group, as high as catalog.DLQDrain: the attempt
 	// count goes on from the stage's.
 	drain := catalog.Group{Name: rocketmqtest.UniqueName("g_dlq_drain"), MaxDeliveryAttempts: catalog.DLQDrain.MaxDeliveryAttempts}
-	rocketmqtest.Apply(t, cfg, []catalog.Topic{topic}, []catalog.Group{stage, drain})
+	publisherCfg, consumerCfg, drainCfg := setup(t, topic, stage, drain)
 	t.Logf("created topic and groups in %s", time.Since(start).Round(time.Millisecond))
 
-	open := dlq.OpenConsumer(cfg, stage, &dlq.OpenOpts{DrainGroup: drain, Await: realAwait})
+	open := dlq.OpenConsumer(drainCfg, stage, &dlq.OpenOpts{DrainGroup: drain, Await: realAwait})
 	_, err := open(ctx)
 	require.ErrorIs(t, err, dlq.ErrNoTopic, "no dead letter yet")
 	t.Logf("before the first dead letter: %v", err)
@@ -108,10 +141,10 @@ func TestRealBrokerDLQDrain(t *testing.T) {
 		Logger: newTestLogger(t)})
 	stop := run(t, d)
 
-	producer, err := rocketmq.NewProducer(cfg, topic.BrokerName())
+	producer, err := rocketmq.NewProducer(publisherCfg, topic.BrokerName())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = producer.Close() })
-	consumer, err := rocketmq.NewConsumer(cfg, rocketmq.ConsumerParams{Group: stage.BrokerName(),
+	consumer, err := rocketmq.NewConsumer(consumerCfg, rocketmq.ConsumerParams{Group: stage.BrokerName(),
 		Filters: map[string]string{topic.BrokerName(): "*"}, Await: realAwait})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = consumer.Close() })

@@ -15,6 +15,7 @@ package mq
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -61,3 +62,13 @@ type Consumer interface {
 	// broker redelivers it then, counting one more attempt.
 	ChangeInvisibleDuration(ctx context.Context, msg *Received, d time.Duration) error
 }
+
+// Access errors: the adapters wrap the broker's refusals in these, so that
+// callers can tell a wrong credential or a missing permission (which no
+// retry cures until an operator acts) from an outage.
+var (
+	// ErrUnauthenticated: the broker did not accept the credentials.
+	ErrUnauthenticated = errors.New("the broker refused the credentials: check ROCKETMQ_ACCESS_KEY and ROCKETMQ_SECRET_KEY")
+	// ErrForbidden: the credentials' user lacks a permission on a topic or group.
+	ErrForbidden = errors.New("the broker's ACL forbids this user the operation: grant it (README, RocketMQ ACL)")
+)

@@ -252,6 +252,10 @@ func errorCode(err error) string {
 		return "invalid_row"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
+	case errors.Is(err, mq.ErrUnauthenticated):
+		return "unauthenticated"
+	case errors.Is(err, mq.ErrForbidden):
+		return "forbidden"
 	default:
 		return "publish_failed"
 	}

@@ -6,6 +6,10 @@
 // RocketMQ's own admin tool (org.apache.rocketmq.tools.command.MQAdminStartup)
 // from the jars of the broker version in use. Both commands it runs create or
 // update, so applying the catalog twice is harmless.
+//
+// On a cluster with ACL 2.0 on, the tool signs its requests with the
+// credentials in $ROCKETMQ_HOME/conf/tools.yml: Admin writes that file,
+// readable by the user only, into a temporary home for the length of a call.
 package topics
 
 import (
@@ -14,7 +18,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +38,9 @@ type Admin struct {
 	Classpath string // the RocketMQ tools jars, e.g. "/opt/rocketmq/lib/*"
 	Namesrv   string // host:port of a name server
 	Cluster   string // broker cluster to create topics and groups in
+	// AccessKey and SecretKey sign the tool's requests on a cluster with
+	// ACL on; empty leaves the tool to its own configuration.
+	AccessKey, SecretKey string
 	// QueuesPerTopic is the read and write queue count of each topic; 8 when zero.
 	QueuesPerTopic int
 	// Parallel bounds how many admin commands (each a JVM) run at once; 4 when zero.
@@ -77,7 +86,17 @@ func (a *Admin) Apply(ctx context.Context, topics []catalog.Topic, groups []cata
 	if a.Classpath == "" || a.Namesrv == "" {
 		return errors.New("apply topics: ROCKETMQ_ADMIN_CLASSPATH and ROCKETMQ_NAMESRV must be set (the RocketMQ tools jars and a name server)")
 	}
-	cmds := a.Commands(topics, groups)
+	return a.RunAll(ctx, a.Commands(topics, groups))
+}
+
+// RunAll runs admin commands, up to Parallel at once, and returns every
+// failure joined.
+func (a *Admin) RunAll(ctx context.Context, cmds []Command) error {
+	home, err := a.credentialsHome()
+	if err != nil {
+		return err
+	}
+	defer removeHome(home)
 	parallel := a.Parallel
 	if parallel == 0 {
 		parallel = 4
@@ -94,7 +113,7 @@ func (a *Admin) Apply(ctx context.Context, topics []catalog.Topic, groups []cata
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := a.run(ctx, cmd); err != nil {
+			if err := a.run(ctx, home, cmd); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -109,10 +128,38 @@ func (a *Admin) Apply(ctx context.Context, topics []catalog.Topic, groups []cata
 // own 3 s name-server calls time out, which it reports as an unknown cluster.
 const attempts = 3
 
-func (a *Admin) run(ctx context.Context, cmd Command) error {
+// credentialsHome makes a RocketMQ home whose conf/tools.yml holds the
+// credentials, or returns "" when there are none.
+func (a *Admin) credentialsHome() (string, error) {
+	if a.AccessKey == "" {
+		return "", nil
+	}
+	home, err := os.MkdirTemp("", "rocketmq-admin-")
+	if err != nil {
+		return "", fmt.Errorf("admin credentials: %w", err)
+	}
+	yml := fmt.Sprintf("accessKey: %q\nsecretKey: %q\n", a.AccessKey, a.SecretKey)
+	if err := os.Mkdir(filepath.Join(home, "conf"), 0o700); err != nil {
+		os.RemoveAll(home)
+		return "", fmt.Errorf("admin credentials: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "conf", "tools.yml"), []byte(yml), 0o600); err != nil {
+		os.RemoveAll(home)
+		return "", fmt.Errorf("admin credentials: %w", err)
+	}
+	return home, nil
+}
+
+func removeHome(home string) {
+	if home != "" {
+		_ = os.RemoveAll(home)
+	}
+}
+
+func (a *Admin) run(ctx context.Context, home string, cmd Command) error {
 	var err error
 	for try := 1; try <= attempts; try++ {
-		if err = a.runOnce(ctx, cmd); err == nil || ctx.Err() != nil {
+		if err = a.runOnce(ctx, home, cmd); err == nil || ctx.Err() != nil {
 			return err
 		}
 		if try < attempts {
@@ -126,7 +173,7 @@ func (a *Admin) run(ctx context.Context, cmd Command) error {
 	return err
 }
 
-func (a *Admin) runOnce(ctx context.Context, cmd Command) error {
+func (a *Admin) runOnce(ctx context.Context, home string, cmd Command) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	java := a.Java
@@ -134,8 +181,11 @@ func (a *Admin) runOnce(ctx context.Context, cmd Command) error {
 		java = "java"
 	}
 	// Small heap and the client compiler: each command is a short-lived JVM.
-	args := append([]string{"-Xms32m", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-		"-cp", a.Classpath, adminTool}, cmd.Args...)
+	args := []string{"-Xms32m", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", a.Classpath}
+	if home != "" {
+		args = append(args, "-Drocketmq.home.dir="+home)
+	}
+	args = append(append(args, adminTool), cmd.Args...)
 	var out bytes.Buffer
 	c := exec.CommandContext(ctx, java, args...)
 	c.Stdout, c.Stderr = &out, &out

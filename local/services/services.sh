@@ -14,7 +14,9 @@
 # server + proxy in local mode, broker embedded) from jars Maven resolves from
 # Maven Central at a pinned version; the S3 server is versitygw (Apache-2.0)
 # built with `go install` at a pinned version. Downloads are cached, so a second
-# `up` downloads nothing.
+# `up` downloads nothing. A second, small RocketMQ cluster (its own name
+# server and proxy) runs with ACL 2.0 turned on, for the access-control
+# tests; the main cluster has no ACL.
 set -euo pipefail
 
 ROCKETMQ_VERSION=5.3.3
@@ -29,6 +31,13 @@ PROXY_GRPC_PORT=${AIVEDIO_PROXY_GRPC_PORT:-58081}
 PROXY_REMOTING_PORT=${AIVEDIO_PROXY_REMOTING_PORT:-58080}
 BROKER_PORT=${AIVEDIO_BROKER_PORT:-50911}
 S3_PORT=${AIVEDIO_S3_PORT:-57070}
+ACL_NAMESRV_PORT=${AIVEDIO_ACL_NAMESRV_PORT:-59886}
+ACL_PROXY_GRPC_PORT=${AIVEDIO_ACL_PROXY_GRPC_PORT:-58181}
+ACL_PROXY_REMOTING_PORT=${AIVEDIO_ACL_PROXY_REMOTING_PORT:-58180}
+ACL_BROKER_PORT=${AIVEDIO_ACL_BROKER_PORT:-50931}
+# The ACL cluster's super user, made by its broker on first start.
+ACL_ADMIN_USER=aivedio-admin
+ACL_ADMIN_PASSWORD=aivedio-acl-admin-secret
 S3_ACCESS_KEY=aivedio
 S3_SECRET_KEY=aivedio-test-secret
 ROCKETMQ_LIB=$CACHE/rocketmq-$ROCKETMQ_VERSION/lib
@@ -172,22 +181,22 @@ EOF
 	touch "$ROCKETMQ_LIB/.complete"
 }
 
-write_rocketmq_config() {
-	local home=$DIR/rocketmq
+write_rocketmq_config() { # home cluster broker namesrv-port broker-port grpc-port remoting-port [acl]
+	local home=$1 cluster=$2 broker=$3 namesrv=$4 broker_port=$5 grpc=$6 remoting=$7 acl=${8:-}
 	mkdir -p "$home/conf" "$home/store"
 	cat >"$home/conf/namesrv.properties" <<EOF
-listenPort=$NAMESRV_PORT
+listenPort=$namesrv
 bindAddress=127.0.0.1
 EOF
 	cat >"$home/conf/broker.conf" <<EOF
-brokerClusterName=DefaultCluster
-brokerName=broker-a
+brokerClusterName=$cluster
+brokerName=$broker
 brokerId=0
 brokerIP1=127.0.0.1
 brokerIP2=127.0.0.1
 bindAddress=127.0.0.1
-listenPort=$BROKER_PORT
-namesrvAddr=127.0.0.1:$NAMESRV_PORT
+listenPort=$broker_port
+namesrvAddr=127.0.0.1:$namesrv
 storePathRootDir=$home/store
 storePathCommitLog=$home/store/commitlog
 # Small files: the default preallocates 1 GiB per commit-log file.
@@ -200,43 +209,85 @@ enableTopicMessageTypeCheck=true
 diskMaxUsedSpaceRatio=90
 flushDiskType=ASYNC_FLUSH
 EOF
+	local proxy_auth=""
+	if [ -n "$acl" ]; then
+		# ACL 2.0: the broker keeps users and ACLs (RocksDB under its store)
+		# and makes the super user on first start; the proxy, in local mode,
+		# asks the embedded broker for them.
+		cat >>"$home/conf/broker.conf" <<EOF
+authenticationEnabled=true
+authenticationProvider=org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider
+authenticationMetadataProvider=org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider
+authorizationEnabled=true
+authorizationProvider=org.apache.rocketmq.auth.authorization.provider.DefaultAuthorizationProvider
+authorizationMetadataProvider=org.apache.rocketmq.auth.authorization.provider.LocalAuthorizationMetadataProvider
+initAuthenticationUser={"username":"$ACL_ADMIN_USER","password":"$ACL_ADMIN_PASSWORD"}
+innerClientAuthenticationCredentials={"accessKey":"$ACL_ADMIN_USER","secretKey":"$ACL_ADMIN_PASSWORD"}
+EOF
+		proxy_auth=$(
+			cat <<EOF
+,
+  "authenticationEnabled": true,
+  "authenticationProvider": "org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider",
+  "authenticationMetadataProvider": "org.apache.rocketmq.proxy.auth.ProxyAuthenticationMetadataProvider",
+  "authorizationEnabled": true,
+  "authorizationProvider": "org.apache.rocketmq.auth.authorization.provider.DefaultAuthorizationProvider",
+  "authorizationMetadataProvider": "org.apache.rocketmq.proxy.auth.ProxyAuthorizationMetadataProvider",
+  "innerClientAuthenticationCredentials": "{\"accessKey\":\"$ACL_ADMIN_USER\",\"secretKey\":\"$ACL_ADMIN_PASSWORD\"}"
+EOF
+		)
+	fi
 	cat >"$home/conf/rmq-proxy.json" <<EOF
 {
-  "rocketMQClusterName": "DefaultCluster",
-  "namesrvAddr": "127.0.0.1:$NAMESRV_PORT",
-  "grpcServerPort": $PROXY_GRPC_PORT,
-  "remotingListenPort": $PROXY_REMOTING_PORT,
-  "enableTopicMessageTypeCheck": true
+  "rocketMQClusterName": "$cluster",
+  "namesrvAddr": "127.0.0.1:$namesrv",
+  "grpcServerPort": $grpc,
+  "remotingListenPort": $remoting,
+  "enableTopicMessageTypeCheck": true$proxy_auth
 }
 EOF
 }
 
-java_opts() { # heap
-	echo "-Xms$1 -Xmx$1 -XX:+UseG1GC -XX:MaxDirectMemorySize=256m -Duser.home=$DIR/rocketmq -Drocketmq.home.dir=$DIR/rocketmq"
+java_opts() { # heap home
+	echo "-Xms$1 -Xmx$1 -XX:+UseG1GC -XX:MaxDirectMemorySize=256m -Duser.home=$2 -Drocketmq.home.dir=$2"
 }
 
-start_rocketmq() {
-	local home=$DIR/rocketmq
+start_rocketmq() { # home name-prefix namesrv-port grpc-port broker-port heap
+	local home=$1 p=$2 namesrv=$3 grpc=$4 broker_port=$5 heap=$6 var=AIVEDIO_${2^^}
 	export ROCKETMQ_HOME=$home
-	if ! alive namesrv; then
-		check_port_free namesrv "$NAMESRV_PORT" AIVEDIO_NAMESRV_PORT
+	if ! alive "${p}namesrv"; then
+		check_port_free "${p}namesrv" "$namesrv" "${var}NAMESRV_PORT"
 		# shellcheck disable=SC2046
-		nohup java $(java_opts 128m) -cp "$ROCKETMQ_LIB/*" org.apache.rocketmq.namesrv.NamesrvStartup \
-			-c "$home/conf/namesrv.properties" >"$DIR/namesrv.log" 2>&1 &
-		echo $! >"$DIR/namesrv.pid"
-		wait_port namesrv "$NAMESRV_PORT" 60 "$DIR/namesrv.log"
+		nohup java $(java_opts 128m "$home") -cp "$ROCKETMQ_LIB/*" org.apache.rocketmq.namesrv.NamesrvStartup \
+			-c "$home/conf/namesrv.properties" >"$DIR/${p}namesrv.log" 2>&1 &
+		echo $! >"$DIR/${p}namesrv.pid"
+		wait_port "${p}namesrv" "$namesrv" 60 "$DIR/${p}namesrv.log"
 	fi
-	if ! alive proxy; then
-		check_port_free proxy "$PROXY_GRPC_PORT" AIVEDIO_PROXY_GRPC_PORT
-		check_port_free proxy "$BROKER_PORT" AIVEDIO_BROKER_PORT
+	if ! alive "${p}proxy"; then
+		check_port_free "${p}proxy" "$grpc" "${var}PROXY_GRPC_PORT"
+		check_port_free "${p}proxy" "$broker_port" "${var}BROKER_PORT"
 		# shellcheck disable=SC2046
-		nohup java $(java_opts 512m) -cp "$ROCKETMQ_LIB/*" org.apache.rocketmq.proxy.ProxyStartup \
-			-pm local -n "127.0.0.1:$NAMESRV_PORT" -pc "$home/conf/rmq-proxy.json" -bc "$home/conf/broker.conf" \
-			>"$DIR/proxy.log" 2>&1 &
-		echo $! >"$DIR/proxy.pid"
-		wait_port "RocketMQ proxy" "$PROXY_GRPC_PORT" 120 "$DIR/proxy.log"
-		wait_port "RocketMQ broker" "$BROKER_PORT" 60 "$DIR/proxy.log"
+		nohup java $(java_opts "$heap" "$home") -cp "$ROCKETMQ_LIB/*" org.apache.rocketmq.proxy.ProxyStartup \
+			-pm local -n "127.0.0.1:$namesrv" -pc "$home/conf/rmq-proxy.json" -bc "$home/conf/broker.conf" \
+			>"$DIR/${p}proxy.log" 2>&1 &
+		echo $! >"$DIR/${p}proxy.pid"
+		wait_port "RocketMQ ${p}proxy" "$grpc" 120 "$DIR/${p}proxy.log"
+		wait_port "RocketMQ ${p}broker" "$broker_port" 60 "$DIR/${p}proxy.log"
 	fi
+}
+
+start_main_rocketmq() {
+	start_rocketmq "$DIR/rocketmq" "" "$NAMESRV_PORT" "$PROXY_GRPC_PORT" "$BROKER_PORT" 512m
+}
+
+# start_acl_rocketmq starts the second cluster, with ACL 2.0 on.
+start_acl_rocketmq() {
+	start_rocketmq "$DIR/rocketmq-acl" acl_ "$ACL_NAMESRV_PORT" "$ACL_PROXY_GRPC_PORT" "$ACL_BROKER_PORT" 256m
+	# The admin tool signs its requests with $ROCKETMQ_HOME/conf/tools.yml.
+	cat >"$DIR/rocketmq-acl/conf/tools.yml" <<EOF
+accessKey: $ACL_ADMIN_USER
+secretKey: $ACL_ADMIN_PASSWORD
+EOF
 }
 
 write_env() {
@@ -247,6 +298,12 @@ export ROCKETMQ_ENDPOINT='127.0.0.1:$PROXY_GRPC_PORT'
 export ROCKETMQ_NAMESRV='127.0.0.1:$NAMESRV_PORT'
 export ROCKETMQ_CLUSTER='DefaultCluster'
 export ROCKETMQ_ADMIN_CLASSPATH='$ROCKETMQ_LIB/*'
+export ROCKETMQ_ACL_ENDPOINT='127.0.0.1:$ACL_PROXY_GRPC_PORT'
+export ROCKETMQ_ACL_NAMESRV='127.0.0.1:$ACL_NAMESRV_PORT'
+export ROCKETMQ_ACL_CLUSTER='AclCluster'
+export ROCKETMQ_ACL_BROKER='127.0.0.1:$ACL_BROKER_PORT'
+export ROCKETMQ_ACL_ADMIN_ACCESS_KEY='$ACL_ADMIN_USER'
+export ROCKETMQ_ACL_ADMIN_SECRET_KEY='$ACL_ADMIN_PASSWORD'
 export S3_ENDPOINT='http://127.0.0.1:$S3_PORT'
 export S3_REGION='us-east-1'
 export S3_ACCESS_KEY_ID='$S3_ACCESS_KEY'
@@ -264,10 +321,12 @@ up() {
 	start_postgres
 	start_redis
 	start_s3
-	write_rocketmq_config
-	start_rocketmq
+	write_rocketmq_config "$DIR/rocketmq" DefaultCluster broker-a "$NAMESRV_PORT" "$BROKER_PORT" "$PROXY_GRPC_PORT" "$PROXY_REMOTING_PORT"
+	write_rocketmq_config "$DIR/rocketmq-acl" AclCluster broker-acl "$ACL_NAMESRV_PORT" "$ACL_BROKER_PORT" "$ACL_PROXY_GRPC_PORT" "$ACL_PROXY_REMOTING_PORT" acl
+	start_main_rocketmq
+	start_acl_rocketmq
 	write_env
-	log "up: PostgreSQL :$PG_PORT, Redis :$REDIS_PORT, RocketMQ $ROCKETMQ_VERSION proxy :$PROXY_GRPC_PORT (namesrv :$NAMESRV_PORT), versitygw $VERSITYGW_VERSION :$S3_PORT; env in $DIR/env"
+	log "up: PostgreSQL :$PG_PORT, Redis :$REDIS_PORT, RocketMQ $ROCKETMQ_VERSION proxy :$PROXY_GRPC_PORT (namesrv :$NAMESRV_PORT), with ACL :$ACL_PROXY_GRPC_PORT (namesrv :$ACL_NAMESRV_PORT), versitygw $VERSITYGW_VERSION :$S3_PORT; env in $DIR/env"
 }
 
 stop_pid() { # name
@@ -287,6 +346,8 @@ down() {
 	[ -d "$DIR" ] || return 0
 	stop_pid proxy
 	stop_pid namesrv
+	stop_pid acl_proxy
+	stop_pid acl_namesrv
 	stop_pid s3
 	stop_pid redis
 	if [ -f "$DIR/pg/PG_VERSION" ]; then
@@ -301,6 +362,7 @@ status() {
 	port_open "$PG_PORT" || { log "PostgreSQL is not answering on :$PG_PORT"; ok=1; }
 	port_open "$REDIS_PORT" || { log "Redis is not answering on :$REDIS_PORT"; ok=1; }
 	port_open "$PROXY_GRPC_PORT" || { log "RocketMQ proxy is not answering on :$PROXY_GRPC_PORT"; ok=1; }
+	port_open "$ACL_PROXY_GRPC_PORT" || { log "RocketMQ proxy with ACL is not answering on :$ACL_PROXY_GRPC_PORT"; ok=1; }
 	port_open "$S3_PORT" || { log "S3 server is not answering on :$S3_PORT"; ok=1; }
 	[ -f "$DIR/env" ] || { log "no env file at $DIR/env"; ok=1; }
 	return $ok
@@ -309,7 +371,7 @@ status() {
 restart_proxy() {
 	[ -f "$DIR/env" ] || die "services are not up (no $DIR/env); run services.sh up first"
 	stop_pid proxy
-	start_rocketmq
+	start_main_rocketmq
 	log "restart-proxy: RocketMQ proxy back on :$PROXY_GRPC_PORT"
 }
 

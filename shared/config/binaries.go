@@ -14,6 +14,12 @@ type Migrate struct {
 // Topics is what `adapter topics` reads.
 type Topics struct {
 	RocketMQ
+	RocketMQAdmin
+}
+
+// Validate checks every block.
+func (c Topics) Validate() error {
+	return errors.Join(c.RocketMQ.Validate(), c.RocketMQAdmin.Validate())
 }
 
 // RelayCommand is what `adapter relay` reads.

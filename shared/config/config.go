@@ -57,6 +57,22 @@ func (r RocketMQ) Validate() error {
 	return nil
 }
 
+// RocketMQAdmin is who the admin tool signs as when it applies the topic
+// catalog to a cluster with ACL on: a user allowed to create topics and
+// groups, usually not the one the adapters run as.
+type RocketMQAdmin struct {
+	AccessKey string `envconfig:"ROCKETMQ_ADMIN_ACCESS_KEY" desc:"ACL access key 'adapter topics apply' signs with; ROCKETMQ_ACCESS_KEY when empty"`
+	SecretKey string `envconfig:"ROCKETMQ_ADMIN_SECRET_KEY" desc:"ACL secret key of ROCKETMQ_ADMIN_ACCESS_KEY"`
+}
+
+// Validate reports the first unusable setting, naming its variable.
+func (a RocketMQAdmin) Validate() error {
+	if (a.AccessKey == "") != (a.SecretKey == "") {
+		return errors.New("ROCKETMQ_ADMIN_ACCESS_KEY and ROCKETMQ_ADMIN_SECRET_KEY must be set together")
+	}
+	return nil
+}
+
 // Redis locates the coordination store (slots, leases, live progress).
 type Redis struct {
 	URL string `envconfig:"REDIS_URL" required:"true" desc:"Redis URL, e.g. redis://127.0.0.1:6379/0"`

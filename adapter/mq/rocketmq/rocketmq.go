@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +35,43 @@ func clientConfig(cfg config.RocketMQ, group string) *rmq.Config {
 		ConsumerGroup: group,
 		Credentials:   &credentials.SessionCredentials{AccessKey: cfg.AccessKey, AccessSecret: cfg.SecretKey},
 	}
+}
+
+// access marks the proxy's refusals with mq.ErrUnauthenticated or
+// mq.ErrForbidden, keeping the proxy's words. The proxy answers both a bad
+// signature and a missing permission with UNAUTHORIZED, told apart only by
+// its message; and the client flattens the status into its own text when a
+// start fails, so the text is what there is to read.
+func access(err error) error {
+	if err == nil {
+		return nil
+	}
+	text := err.Error()
+	if status, ok := rmq.AsErrRpcStatus(err); ok {
+		switch v2.Code(status.GetCode()) {
+		case v2.Code_UNAUTHORIZED, v2.Code_FORBIDDEN:
+		default:
+			return err
+		}
+	} else if !strings.Contains(text, "CODE: UNAUTHORIZED") && !strings.Contains(text, "CODE: FORBIDDEN") {
+		return err
+	}
+	if strings.Contains(text, "CODE: FORBIDDEN") || strings.Contains(text, "no permission") {
+		return fmt.Errorf("%w: %w", mq.ErrForbidden, err)
+	}
+	return fmt.Errorf("%w: %w", mq.ErrUnauthenticated, err)
+}
+
+// startError explains a failed client start. When the proxy refuses a
+// client's settings for want of a permission, it closes the settings
+// stream: the client sees only EOF.
+func startError(cfg config.RocketMQ, err error) error {
+	err = access(err)
+	if cfg.AccessKey != "" && strings.Contains(err.Error(), "failed to sync settings") {
+		return fmt.Errorf("%w (with ACL on, the proxy closes the settings stream when user %s may not publish to these topics or consume as this group: %w)",
+			err, cfg.AccessKey, mq.ErrForbidden)
+	}
+	return err
 }
 
 // Producer publishes through a RocketMQ proxy.
@@ -59,7 +97,7 @@ func NewProducer(cfg config.RocketMQ, topics ...string) (*Producer, error) {
 		return nil, fmt.Errorf("new rocketmq producer: %w", err)
 	}
 	if err := startWithin(p.Start, startTimeout); err != nil {
-		return nil, fmt.Errorf("start rocketmq producer at %s: %w", cfg.Endpoint, err)
+		return nil, fmt.Errorf("start rocketmq producer at %s: %w", cfg.Endpoint, startError(cfg, err))
 	}
 	return &Producer{producer: p}, nil
 }
@@ -98,7 +136,7 @@ func (p *Producer) Send(ctx context.Context, msg *mq.Message) (string, error) {
 	}
 	receipts, err := p.producer.Send(ctx, out)
 	if err != nil {
-		return "", fmt.Errorf("send to %s: %w", msg.Topic, err)
+		return "", fmt.Errorf("send to %s: %w", msg.Topic, access(err))
 	}
 	if len(receipts) == 0 {
 		return "", fmt.Errorf("send to %s: broker returned no receipt", msg.Topic)
@@ -175,7 +213,7 @@ func (c *Consumer) open() (rmq.SimpleConsumer, error) {
 		return nil, fmt.Errorf("new rocketmq consumer for %s: %w", c.params.Group, err)
 	}
 	if err := startWithin(sc.Start, startTimeout); err != nil {
-		return nil, fmt.Errorf("start rocketmq consumer for %s at %s: %w", c.params.Group, c.cfg.Endpoint, err)
+		return nil, fmt.Errorf("start rocketmq consumer for %s at %s: %w", c.params.Group, c.cfg.Endpoint, startError(c.cfg, err))
 	}
 	return sc, nil
 }
@@ -200,7 +238,7 @@ func (c *Consumer) Receive(ctx context.Context, max int, invisible time.Duration
 				err = errors.Join(err, rerr)
 			}
 		}
-		return nil, fmt.Errorf("receive: %w", err)
+		return nil, fmt.Errorf("receive: %w", access(err))
 	}
 	c.succeeded()
 	out := make([]*mq.Received, 0, len(views))
@@ -291,7 +329,7 @@ func (c *Consumer) Ack(ctx context.Context, msg *mq.Received) error {
 		return err
 	}
 	if err := c.current().Ack(ctx, v); err != nil {
-		return fmt.Errorf("ack %s: %w", msg.MessageID, err)
+		return fmt.Errorf("ack %s: %w", msg.MessageID, access(err))
 	}
 	return nil
 }
@@ -305,7 +343,7 @@ func (c *Consumer) ChangeInvisibleDuration(_ context.Context, msg *mq.Received, 
 		return err
 	}
 	if err := c.current().ChangeInvisibleDuration(v, d); err != nil {
-		return fmt.Errorf("change invisible duration of %s: %w", msg.MessageID, err)
+		return fmt.Errorf("change invisible duration of %s: %w", msg.MessageID, access(err))
 	}
 	return nil
 }

@@ -52,3 +52,35 @@ func Apply(tb testing.TB, cfg config.RocketMQ, ts []catalog.Topic, gs []catalog.
 		tb.Fatalf("create test topics and groups: %v", err)
 	}
 }
+
+// ACL is the second test cluster, the one with ACL 2.0 on: Admin signs as
+// its super user, and users made with GrantUser sign as themselves.
+type ACL struct {
+	Endpoint, Namesrv, Cluster string
+	Admin                      *topics.Admin
+}
+
+// ACLCluster returns the ACL test cluster; a missing one fails the test
+// under `make test` and skips it elsewhere.
+func ACLCluster(tb testing.TB) ACL {
+	tb.Helper()
+	a := ACL{
+		Endpoint: servicetest.Env(tb, "RocketMQ proxy with ACL", "ROCKETMQ_ACL_ENDPOINT"),
+		Namesrv:  servicetest.Env(tb, "RocketMQ name server with ACL", "ROCKETMQ_ACL_NAMESRV"),
+		Cluster:  servicetest.Env(tb, "RocketMQ cluster with ACL", "ROCKETMQ_ACL_CLUSTER"),
+	}
+	a.Admin = &topics.Admin{
+		Classpath:      servicetest.Env(tb, "RocketMQ admin jars", "ROCKETMQ_ADMIN_CLASSPATH"),
+		Namesrv:        a.Namesrv,
+		Cluster:        a.Cluster,
+		AccessKey:      servicetest.Env(tb, "ACL super user", "ROCKETMQ_ACL_ADMIN_ACCESS_KEY"),
+		SecretKey:      servicetest.Env(tb, "ACL super user's secret", "ROCKETMQ_ACL_ADMIN_SECRET_KEY"),
+		QueuesPerTopic: 2,
+	}
+	return a
+}
+
+// As returns the client settings of the ACL cluster signing as user.
+func (a ACL) As(user, secret string) config.RocketMQ {
+	return config.RocketMQ{Endpoint: a.Endpoint, Namesrv: a.Namesrv, Cluster: a.Cluster, AccessKey: user, SecretKey: secret}
+}

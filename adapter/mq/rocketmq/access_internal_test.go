@@ -1,0 +1,53 @@
+package rocketmq
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+
+	"github.com/aivedio/pipeline/adapter/mq"
+	"github.com/aivedio/pipeline/shared/config"
+)
+
+// TestAccess reads the proxy's refusals as the client hands them over: as
+// a status, or flattened into the text of a failed start (TestRealBrokerACL
+// sees each of these from the real proxy).
+func TestAccess(t *testing.T) {
+	status := func(code v2.Code, msg string) error { return &rmq.ErrRpcStatus{Code: int32(code), Message: msg} }
+	for _, c := range []struct {
+		name string
+		err  error
+		want error // nil: left as it was
+	}{
+		{"bad signature", status(v2.Code_UNAUTHORIZED, "check signature failed."), mq.ErrUnauthenticated},
+		{"missing permission", status(v2.Code_UNAUTHORIZED, "User:relay has no permission to access Topic:x from 127.0.0.1, no matched policies."), mq.ErrForbidden},
+		{"forbidden", status(v2.Code_FORBIDDEN, "forbidden"), mq.ErrForbidden},
+		{"flattened at start", errors.New("failed to get topic route data result from remote during client startup, err=CODE: UNAUTHORIZED, MESSAGE: username cannot be null."), mq.ErrUnauthenticated},
+		{"other status", status(v2.Code_TOPIC_NOT_FOUND, "no topic"), nil},
+		{"outage", errors.New("connection refused"), nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := access(fmt.Errorf("wrapped: %w", c.err))
+			for _, sentinel := range []error{mq.ErrUnauthenticated, mq.ErrForbidden} {
+				if errors.Is(got, sentinel) != (sentinel == c.want) {
+					t.Errorf("access(%v) = %v; is %v: %t, want %t", c.err, got, sentinel, errors.Is(got, sentinel), sentinel == c.want)
+				}
+			}
+		})
+	}
+	if access(nil) != nil {
+		t.Error("access(nil) is not nil")
+	}
+	t.Run("settings stream closed under ACL", func(t *testing.T) {
+		err := startError(config.RocketMQ{AccessKey: "src-fetch"}, errors.New("startUp err=failed to sync settings during startUp: EOF"))
+		if !errors.Is(err, mq.ErrForbidden) {
+			t.Errorf("startError = %v, want it to wrap mq.ErrForbidden", err)
+		}
+		if err := startError(config.RocketMQ{}, errors.New("failed to sync settings during startUp: EOF")); errors.Is(err, mq.ErrForbidden) {
+			t.Errorf("without credentials, a closed stream is no ACL refusal: %v", err)
+		}
+	})
+}
