@@ -25,6 +25,11 @@
 // (inbox insert, versioned UPDATE, outbox insert, durable commit) from 4, 8
 // and 16 connections. The best sub-benchmark of each is the ceiling.
 //
+// Before the first benchmark, untimed rounds of messages warm the proxy (a
+// JVM) up until their rate stops rising (20 s to 2 min): freshly started it
+// spends three times the CPU per message it does once its JIT compiler has
+// seen the send, receive and ACK paths, and a production broker runs warm.
+//
 // # Latency
 //
 // Each event's payload carries the producer's clock just before the INSERT
