@@ -310,8 +310,10 @@ func (s *Source) settle(ctx context.Context, log *slog.Logger, c mq.Consumer, ms
 	switch {
 	case err == nil:
 		if ackErr := c.Ack(sctx, msg); ackErr != nil {
-			// The effect is committed; the redelivery will be a duplicate.
-			log.WarnContext(ctx, "ack failed; the message will come back as a duplicate", slog.String("error", ackErr.Error()))
+			// The effect is committed. The message comes back, or already
+			// came back if its receipt expired during a slow delivery, and
+			// the inbox answers that delivery as a duplicate.
+			log.WarnContext(ctx, "ack failed; the message is or was redelivered, and the inbox absorbs it as a duplicate", slog.String("error", ackErr.Error()))
 		}
 		return resultAcked
 	case ctx.Err() != nil:
