@@ -1,9 +1,11 @@
 package rocketmq
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
@@ -50,4 +52,44 @@ func TestAccess(t *testing.T) {
 			t.Errorf("without credentials, a closed stream is no ACL refusal: %v", err)
 		}
 	})
+}
+
+// refusingClient is a started client whose every receive the proxy refuses.
+type refusingClient struct {
+	rmq.SimpleConsumer // nil: only Receive is called
+	err                error
+	receives           int
+}
+
+func (r *refusingClient) Receive(context.Context, int32, time.Duration) ([]*rmq.MessageView, error) {
+	r.receives++
+	return nil, r.err
+}
+
+// TestRefusedReceiveKeepsTheClient: a receive the ACL refuses is reported
+// as such and never replaces the client (each replacement leaks goroutines
+// in client v5.1.4, and a fresh client brings no new grant); other
+// failures still do, after reopenAfter in a row.
+func TestRefusedReceiveKeepsTheClient(t *testing.T) {
+	refused := &refusingClient{err: &rmq.ErrRpcStatus{Code: int32(v2.Code_UNAUTHORIZED),
+		Message: "User:src has no permission to access Group:g from 127.0.0.1, no matched policies."}}
+	c := &Consumer{consumer: refused, reopenWait: time.Hour}
+	for range 2 * reopenAfter {
+		_, err := c.Receive(t.Context(), 1, time.Minute)
+		if !errors.Is(err, mq.ErrForbidden) {
+			t.Fatalf("Receive = %v, want it to wrap mq.ErrForbidden", err)
+		}
+	}
+	if c.failures != 0 || c.current() != refused {
+		t.Errorf("after %d refusals: %d failures counted, client replaced: %t", refused.receives, c.failures, c.current() != refused)
+	}
+
+	broken := &refusingClient{err: errors.New("connection reset")}
+	c = &Consumer{consumer: broken, reopenWait: time.Hour, nextReopen: time.Now().Add(time.Hour)}
+	for range reopenAfter {
+		_, _ = c.Receive(t.Context(), 1, time.Minute)
+	}
+	if c.failures != reopenAfter {
+		t.Errorf("other failures counted %d times, want %d", c.failures, reopenAfter)
+	}
 }

@@ -233,12 +233,16 @@ func (c *Consumer) Receive(ctx context.Context, max int, invisible time.Duration
 			c.succeeded()
 			return nil, nil
 		}
-		if ctx.Err() == nil {
+		err = access(err)
+		// A fresh client brings no new credentials or grants: only other
+		// failures count towards replacing it.
+		refused := errors.Is(err, mq.ErrUnauthenticated) || errors.Is(err, mq.ErrForbidden)
+		if ctx.Err() == nil && !refused {
 			if rerr := c.failed(sc); rerr != nil {
 				err = errors.Join(err, rerr)
 			}
 		}
-		return nil, fmt.Errorf("receive: %w", access(err))
+		return nil, fmt.Errorf("receive: %w", err)
 	}
 	c.succeeded()
 	out := make([]*mq.Received, 0, len(views))
