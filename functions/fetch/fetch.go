@@ -73,7 +73,7 @@ func (f *fetcher) work(ctx context.Context, ev envelope.Envelope) error {
 	if err != nil {
 		return err
 	}
-	if t.Status != task.Fetching {
+	if !task.FetchActs(t) {
 		return stage.Noop(ctx, f.Pool, consumer, ev)
 	}
 	o := task.FromEnvelope(Name, ev)

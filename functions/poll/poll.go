@@ -87,7 +87,7 @@ func (s *poller) work(ctx context.Context, ev envelope.Envelope) error {
 	if err != nil {
 		return err
 	}
-	if t.Status != task.ProviderRunning || t.NextPollAt == nil || !t.NextPollAt.Equal(due.PollAt) {
+	if !task.PollActs(t, due.PollAt) {
 		return stage.Noop(ctx, s.Pool, consumer, ev)
 	}
 	if wait := time.Until(due.PollAt); wait > earlyTolerance {
@@ -118,7 +118,7 @@ func (s *poller) callback(ctx context.Context, ev envelope.Envelope) error {
 	if err != nil {
 		return err
 	}
-	if t.Status != task.ProviderRunning || t.Provider != cb.Provider || t.ProviderJobID != cb.ProviderJobID {
+	if !task.CallbackActs(t, cb.Provider, cb.ProviderJobID) {
 		return stage.Noop(ctx, s.Pool, consumer, ev)
 	}
 	// A callback names the job, not the attempt. Look the attempt up so

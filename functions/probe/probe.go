@@ -72,7 +72,7 @@ func (s *prober) work(ctx context.Context, ev envelope.Envelope) error {
 	if err != nil {
 		return err
 	}
-	if t.Status != task.MediaProcessing {
+	if !task.PostprocessActs(t) {
 		return stage.Noop(ctx, s.Pool, consumer, ev)
 	}
 	asset, err := stage.ReadAsset(ctx, s.Pool, t.ID, req.AssetID)

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aivedio/pipeline/functions/reconcile"
-	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/functions/stage/stagetest"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/dbtest"
@@ -63,7 +62,7 @@ func (b *testBundle) look(t *testing.T, f *jobLooker, attemptID uuid.UUID, round
 	t.Helper()
 	fn := reconcile.New(reconcile.Params{Pool: b.pool, Provider: f, Journey: journey, Timeout: time.Second})
 	_, err := fn.Handle(t.Context(), cloudEvent(t, b.task, uuid.NewString(), catalog.EventReconcileDue,
-		task.ReconcileDue{TaskID: b.task.ID, AttemptID: attemptID, Reason: stage.ReasonCancel, Round: round}))
+		task.ReconcileDue{TaskID: b.task.ID, AttemptID: attemptID, Reason: task.ReasonCancel, Round: round}))
 	return err
 }
 

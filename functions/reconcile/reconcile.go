@@ -89,10 +89,10 @@ func (r *reconciler) work(ctx context.Context, ev envelope.Envelope) error {
 	if err != nil {
 		return err
 	}
-	if t.Status == task.CancelReconciling && due.Reason == stage.ReasonCancel {
+	if task.ReconcileCancelActs(t, due) {
 		return r.settleCancel(ctx, ev, consumer, t, due)
 	}
-	if t.Status != task.Reconciling {
+	if !task.ReconcileSubmitActs(t) {
 		return stage.Noop(ctx, r.Pool, consumer, ev)
 	}
 	var clientRequestID string

@@ -271,7 +271,7 @@ func (r *reconciler) lostCancelLook(ctx context.Context, tx pgx.Tx, t task.Task)
 		return nil, fmt.Errorf("attempt of the canceled job: %w", err)
 	}
 	e, err := scanOrigin.Event(t, catalog.EventReconcileDue, catalog.ReconcileDelay, "",
-		task.ReconcileDue{TaskID: t.ID, AttemptID: attemptID, Reason: stage.ReasonCancel}, time.Now())
+		task.ReconcileDue{TaskID: t.ID, AttemptID: attemptID, Reason: task.ReasonCancel}, time.Now())
 	return []outbox.Event{e}, err
 }
 

@@ -58,9 +58,7 @@ func New(p Params) *stage.Function {
 			if err := stage.CheckTenant(ev, t.TenantID); err != nil {
 				return "", err
 			}
-			if !t.Status.Terminal() || t.Status == task.NeedsAttention {
-				// Not over, or waiting for a person: the settle that counts
-				// comes with the final transition.
+			if !task.SettleActs(t) {
 				return inbox.StaleNoop, nil
 			}
 			var s billing.Settlement

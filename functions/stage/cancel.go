@@ -75,7 +75,7 @@ func ApplyCancel(ctx context.Context, tx pgx.Tx, o task.Origin, cur task.Task, a
 		return err
 	}
 	look, err := o.Event(cur, catalog.EventReconcileDue, catalog.ReconcileDelay, "",
-		task.ReconcileDue{TaskID: cur.ID, AttemptID: attemptID, Reason: ReasonCancel}, time.Now().Add(lookAfter))
+		task.ReconcileDue{TaskID: cur.ID, AttemptID: attemptID, Reason: task.ReasonCancel}, time.Now().Add(lookAfter))
 	if err != nil {
 		return err
 	}
@@ -86,9 +86,6 @@ func ApplyCancel(ctx context.Context, tx pgx.Tx, o task.Origin, cur task.Task, a
 		Events: []outbox.Event{look}})
 	return err
 }
-
-// ReasonCancel marks a task.reconcile.due about a cancel.
-const ReasonCancel = "cancel"
 
 func setCancelAttempt(ctx context.Context, tx pgx.Tx, taskID uuid.UUID, jobID, status, code, msg string) error {
 	_, err := tx.Exec(ctx, `UPDATE task_attempts SET status = $3, error_code = nullif($4, ''), error_message = nullif($5, ''), updated_at = now()

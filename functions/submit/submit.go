@@ -115,20 +115,14 @@ func (s *submitter) begin(ctx context.Context, ev envelope.Envelope, o task.Orig
 		if err != nil {
 			return task.Task{}, nil, err
 		}
-		switch t.Status {
-		case task.Submitting:
+		switch {
+		case task.SubmitResumes(t):
 			a, err := openAttempt(ctx, s.Pool, t.ID)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return t, nil, stage.Noop(ctx, s.Pool, s.consumer, ev)
 			}
 			return t, &a, err
-		case task.Queued, task.WaitingRetry:
-		default:
-			return t, nil, stage.Noop(ctx, s.Pool, s.consumer, ev)
-		}
-		if t.Status == task.WaitingRetry && t.NextRetryAt != nil && time.Until(*t.NextRetryAt) > time.Second {
-			// An early or duplicate wake-up: the delayed resubmit that set
-			// next_retry_at is still on its way.
+		case !task.SubmitStarts(t, time.Now()):
 			return t, nil, stage.Noop(ctx, s.Pool, s.consumer, ev)
 		}
 		if s.Slots != nil {

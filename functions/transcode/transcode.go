@@ -94,8 +94,8 @@ func (s *transcoder) work(ctx context.Context, ev envelope.Envelope) error {
 	if err != nil {
 		return err
 	}
-	background := t.Status.Charged() && slices.Contains(t.MissingDerivatives, d.kind)
-	if t.Status != task.MediaProcessing && !background {
+	background := task.DerivativeRetryActs(t, d.kind)
+	if !task.PostprocessActs(t) && !background {
 		return stage.Noop(ctx, s.Pool, consumer, ev)
 	}
 	source, err := stage.ReadAsset(ctx, s.Pool, t.ID, req.AssetID)

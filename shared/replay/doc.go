@@ -46,9 +46,10 @@
 // exactly as for any other delivery (a late event is a stale no-op), a
 // provider attempt is keyed by UNIQUE(provider_idempotency_key) and a
 // charge by the ledger's UNIQUE(ledger_business_type, business_id). The
-// verdict is the operator's preview of that decision, not its enforcement;
-// it mirrors the stages' rules, which live in functions/ and may not be
-// imported here.
+// verdict is the operator's preview of that decision, not its enforcement.
+// Which task states a stage acts on it learns from the stage's own
+// predicates in the task package; the rest of the stages' rules, which live
+// in functions/ and may not be imported here, it mirrors.
 //
 // Refusals are final for a row: a message the consumer would quarantine
 // again (unreadable, a payload that does not fit its schema, an unknown

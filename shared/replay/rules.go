@@ -16,10 +16,14 @@ import (
 )
 
 // The rules below preview what each consumer group's stage does with an
-// event, from the task's current state: the same conditions, in the same
-// order, as the stages in functions/ (which shared/ may not import). When a
-// stage's rule changes, change its rule here; the verdict is a preview, and
-// the stage's own versioned checks and business keys stay the guarantee.
+// event, from the task's current state. Whether a stage acts on a task in
+// that state is decided by the same predicates the stage uses (task.FetchActs
+// and the like), so that part cannot drift; the reasons, and what the rules
+// read from the effects (attempts, assets, the reservation) in place of the
+// stage's own look-ups, are mirrored here from the stages in functions/
+// (which shared/ may not import): when a stage's look-ups change, change its
+// rule here. The verdict is a preview, and the stage's own versioned checks
+// and business keys stay the guarantee.
 
 // state is what a rule decides from.
 type state struct {
@@ -184,26 +188,23 @@ func remoteJobs(e Effects) string {
 
 func decideSubmit(s state, _ task.SubmitRequested) Verdict {
 	t := s.task
-	switch t.Status {
-	case task.WaitingRetry:
-		if t.NextRetryAt != nil && t.NextRetryAt.Sub(s.now) > time.Second {
-			return stale("submit.not_due", "the task is %s until %s: the delayed resubmit that set that time is still on its way, so the submit stage would record a stale no-op",
-				at(t), t.NextRetryAt.UTC().Format(time.RFC3339))
-		}
-		fallthrough
-	case task.Queued:
+	switch {
+	case task.SubmitStarts(t, s.now):
 		if a := openAttempt(s.effects); a != nil {
 			return act("submit.retry_attempt", "the task is %s: the submit stage would call %s again with attempt #%d and its provider idempotency key %s, so the provider returns the job that key already made, if any",
 				at(t), a.Provider, a.AttemptNo, a.IdempotencyKey)
 		}
 		return act("submit.new_attempt", "the task is %s with no open attempt: the submit stage would create attempt #%d and submit it (remote jobs so far: %s)",
 			at(t), len(s.effects.Attempts)+1, remoteJobs(s.effects))
-	case task.Submitting:
+	case task.SubmitResumes(t):
 		if a := openAttempt(s.effects); a != nil {
 			return act("submit.resume_attempt", "the task is %s with attempt #%d open: the submit stage would resume it with the same provider idempotency key %s, reaching the same remote job",
 				at(t), a.AttemptNo, a.IdempotencyKey)
 		}
 		return stale("submit.stale", "the task is %s but has no open attempt: the submit stage would record a stale no-op", at(t))
+	case t.Status == task.WaitingRetry && t.NextRetryAt != nil:
+		return stale("submit.not_due", "the task is %s until %s: the delayed resubmit that set that time is still on its way, so the submit stage would record a stale no-op",
+			at(t), t.NextRetryAt.UTC().Format(time.RFC3339))
 	}
 	return stale("submit.stale", "the task is %s, past submission: the submit stage acts only on QUEUED, WAITING_RETRY or SUBMITTING and would record a stale no-op; no new attempt, no second generation (remote jobs: %s)",
 		at(t), remoteJobs(s.effects))
@@ -212,23 +213,23 @@ func decideSubmit(s state, _ task.SubmitRequested) Verdict {
 func decidePoll(s state, p task.PollDue) Verdict {
 	t := s.task
 	switch {
+	case task.PollActs(t, p.PollAt):
+		return act("poll.due", "the task is %s and this is its next poll: the poll stage would ask %s for job %s and apply its state",
+			at(t), t.Provider, t.ProviderJobID)
 	case t.Status != task.ProviderRunning:
 		return stale("poll.stale", "the task is %s, not PROVIDER_RUNNING: the poll stage would record a stale no-op", at(t))
-	case t.NextPollAt == nil || !t.NextPollAt.Equal(p.PollAt):
-		next := "none"
-		if t.NextPollAt != nil {
-			next = t.NextPollAt.UTC().Format(time.RFC3339Nano)
-		}
-		return stale("poll.stale", "the poll chain has moved on (next poll %s, this event is for %s): the poll stage would record a stale no-op",
-			next, p.PollAt.UTC().Format(time.RFC3339Nano))
 	}
-	return act("poll.due", "the task is %s and this is its next poll: the poll stage would ask %s for job %s and apply its state",
-		at(t), t.Provider, t.ProviderJobID)
+	next := "none"
+	if t.NextPollAt != nil {
+		next = t.NextPollAt.UTC().Format(time.RFC3339Nano)
+	}
+	return stale("poll.stale", "the poll chain has moved on (next poll %s, this event is for %s): the poll stage would record a stale no-op",
+		next, p.PollAt.UTC().Format(time.RFC3339Nano))
 }
 
 func decideCallback(s state, p task.CallbackReceived) Verdict {
 	t := s.task
-	if t.Status != task.ProviderRunning || t.Provider != p.Provider || t.ProviderJobID != p.ProviderJobID {
+	if !task.CallbackActs(t, p.Provider, p.ProviderJobID) {
 		return stale("callback.stale", "the task is %s with job %s/%s, the callback is for %s/%s: the poll stage would record a stale no-op",
 			at(t), t.Provider, t.ProviderJobID, p.Provider, p.ProviderJobID)
 	}
@@ -238,7 +239,7 @@ func decideCallback(s state, p task.CallbackReceived) Verdict {
 
 func decideFetch(s state, _ task.FetchRequested) Verdict {
 	t := s.task
-	if t.Status != task.Fetching {
+	if !task.FetchActs(t) {
 		return stale("fetch.stale", "the task is %s, not FETCHING: the fetch stage would record a stale no-op", at(t))
 	}
 	for _, a := range s.effects.Assets {
@@ -250,16 +251,22 @@ func decideFetch(s state, _ task.FetchRequested) Verdict {
 	return act("fetch.store", "the task is %s: the fetch stage would download job %s's output once and store it", at(t), t.ProviderJobID)
 }
 
-// decideMedia is the rule of the probe and transcode stages.
+// decideMedia is the rule of the probe and transcode stages, the latter's
+// background retry of a derivative a finished task went without included.
 func decideMedia(stage string) func(state, task.Postprocess) Verdict {
 	return func(s state, p task.Postprocess) Verdict {
 		t := s.task
-		if t.Status != task.MediaProcessing {
+		background := stage == "transcode" && task.DerivativeRetryActs(t, derivativeKind[p.Step])
+		if !task.PostprocessActs(t) && !background {
 			return stale(stage+".stale", "the task is %s, not MEDIA_PROCESSING: the %s stage would record a stale no-op", at(t), stage)
 		}
 		i := slices.IndexFunc(s.effects.Assets, func(a Asset) bool { return a.AssetID == p.AssetID })
 		if i < 0 {
 			return Verdict(refusef("asset.wrong_task", "asset %s is not an output of task %s: the %s stage would quarantine the event again", p.AssetID, t.ID, stage))
+		}
+		if background {
+			return act("transcode.background", "the task is %s without its %s: the transcode stage would make it from asset %s in the background, leaving the task's state as it is",
+				at(t), strings.ToLower(derivativeKind[p.Step]), p.AssetID)
 		}
 		if kind := derivativeKind[p.Step]; kind != "" {
 			for _, a := range s.effects.Assets {
@@ -275,7 +282,7 @@ func decideMedia(stage string) func(state, task.Postprocess) Verdict {
 
 func decideSettle(s state, _ task.SettleRequested) Verdict {
 	t := s.task
-	if !t.Status.Terminal() || t.Status == task.NeedsAttention {
+	if !task.SettleActs(t) {
 		return stale("settle.not_over", "the task is %s: the settle that counts comes with its final transition, so the settle stage would record a stale no-op", at(t))
 	}
 	r := s.effects.Reservation
@@ -303,9 +310,15 @@ func decideNotify(s state, p task.StateChanged) Verdict {
 		p.To, p.Version, s.task.Version, at(s.task))
 }
 
+// decideReconcile previews the reconcile stage's two looks: at a lost
+// submit, and at the job of a cancel whose outcome is unknown.
 func decideReconcile(s state, p task.ReconcileDue) Verdict {
 	t := s.task
-	if t.Status != task.Reconciling {
+	if task.ReconcileCancelActs(t, p) {
+		return act("reconcile.cancel_look", "the task is %s: the reconcile stage would look at provider job %s again, asking it to stop if it still runs, and apply the cancel rule (stopped: CANCELED and released; finished first: CANCELED_WITH_OUTPUT and charged; still unknown: look again later)",
+			at(t), t.ProviderJobID)
+	}
+	if !task.ReconcileSubmitActs(t) {
 		return stale("reconcile.stale", "the task is %s, not RECONCILING: the reconcile stage would record a stale no-op", at(t))
 	}
 	i := slices.IndexFunc(s.effects.Attempts, func(a Attempt) bool { return a.AttemptID == p.AttemptID && a.Status == "SUBMIT_UNKNOWN" })

@@ -56,6 +56,8 @@ func TestRules(t *testing.T) {
 		{"thumbnail made", catalog.GroupTranscode, task.Postprocess{AssetID: asset, Step: catalog.TagThumbnail}, task.Task{Status: task.MediaProcessing}, withThumb, Act, "transcode.record"},
 		{"proxy to make", catalog.GroupTranscode, task.Postprocess{AssetID: asset, Step: catalog.TagTranscodeProxy}, task.Task{Status: task.MediaProcessing}, withThumb, Act, "transcode.run"},
 		{"transcode late", catalog.GroupTranscode, task.Postprocess{AssetID: asset, Step: catalog.TagThumbnail}, task.Task{Status: task.Succeeded}, withThumb, StaleNoop, "transcode.stale"},
+		{"waveform retried in the background", catalog.GroupTranscode, task.Postprocess{AssetID: asset, Step: catalog.TagWaveform}, task.Task{Status: task.Succeeded, MissingDerivatives: []string{"WAVEFORM"}}, withThumb, Act, "transcode.background"},
+		{"probe never in the background", catalog.GroupProbe, task.Postprocess{AssetID: asset, Step: catalog.TagProbe}, task.Task{Status: task.Succeeded, MissingDerivatives: []string{"WAVEFORM"}}, media, StaleNoop, "probe.stale"},
 		{"settle capture", catalog.GroupSettle, task.SettleRequested{}, task.Task{Status: task.Succeeded}, held, Act, "settle.capture"},
 		{"settle release", catalog.GroupSettle, task.SettleRequested{}, task.Task{Status: task.Canceled}, held, Act, "settle.release"},
 		{"settle settled", catalog.GroupSettle, task.SettleRequested{}, task.Task{Status: task.Succeeded}, captured, StaleNoop, "settle.already_settled"},
@@ -66,6 +68,8 @@ func TestRules(t *testing.T) {
 		{"reconcile", catalog.GroupReconcile, task.ReconcileDue{AttemptID: attemptID}, task.Task{Status: task.Reconciling}, unknown, Act, "reconcile.lookup"},
 		{"reconcile resolved", catalog.GroupReconcile, task.ReconcileDue{AttemptID: attemptID}, task.Task{Status: task.Reconciling}, open, StaleNoop, "reconcile.stale"},
 		{"reconcile late", catalog.GroupReconcile, task.ReconcileDue{AttemptID: attemptID}, task.Task{Status: task.ProviderRunning}, unknown, StaleNoop, "reconcile.stale"},
+		{"reconcile a cancel", catalog.GroupReconcile, task.ReconcileDue{AttemptID: attemptID, Reason: task.ReasonCancel}, task.Task{Status: task.CancelReconciling, ProviderJobID: "j-1"}, accepted, Act, "reconcile.cancel_look"},
+		{"reconcile a decided cancel", catalog.GroupReconcile, task.ReconcileDue{AttemptID: attemptID, Reason: task.ReasonCancel}, task.Task{Status: task.Canceled}, accepted, StaleNoop, "reconcile.stale"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
