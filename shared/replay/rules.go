@@ -213,6 +213,9 @@ func decideSubmit(s state, _ task.SubmitRequested) Verdict {
 func decidePoll(s state, p task.PollDue) Verdict {
 	t := s.task
 	switch {
+	case task.PollActs(t, p.PollAt) && t.CancelRequested:
+		return act("poll.cancel", "the task is %s and its client asked to cancel: the poll stage would ask %s to stop job %s and apply the cancel rule (stopped: CANCELED and released; finished first: CANCELED_WITH_OUTPUT and charged; unknown: CANCEL_RECONCILING)",
+			at(t), t.Provider, t.ProviderJobID)
 	case task.PollActs(t, p.PollAt):
 		return act("poll.due", "the task is %s and this is its next poll: the poll stage would ask %s for job %s and apply its state",
 			at(t), t.Provider, t.ProviderJobID)
@@ -232,6 +235,10 @@ func decideCallback(s state, p task.CallbackReceived) Verdict {
 	if !task.CallbackActs(t, p.Provider, p.ProviderJobID) {
 		return stale("callback.stale", "the task is %s with job %s/%s, the callback is for %s/%s: the poll stage would record a stale no-op",
 			at(t), t.Provider, t.ProviderJobID, p.Provider, p.ProviderJobID)
+	}
+	if t.CancelRequested {
+		return act("callback.cancel", "the task is %s on job %s and its client asked to cancel: the poll stage would ask %s to stop the job and apply the cancel rule",
+			at(t), t.ProviderJobID, t.Provider)
 	}
 	return act("callback.apply", "the task is %s on job %s: the poll stage would ask %s for the job's state and apply it if it finished",
 		at(t), t.ProviderJobID, t.Provider)
