@@ -22,9 +22,13 @@
 //
 // # Stopping
 //
-// Run stops receiving when its context ends, then waits up to DrainTimeout
-// for messages in flight. Work still running after that is abandoned
-// without an ACK: the broker redelivers it once its invisible duration ends.
+// Run starts no receive once its context ends, and waits up to DrainTimeout
+// from then for messages in flight. Work still running after that is
+// abandoned without an ACK: the broker redelivers it once its invisible
+// duration ends. A receive already long-polling is not cut short: cut, it
+// leaves the proxy holding what it takes for the rest of the poll, hidden
+// for the whole invisible duration. It runs to its end instead (within the
+// drain deadline), and what it brings goes straight back to the broker.
 package source
 
 import (
@@ -115,6 +119,14 @@ func (s *Source) Run(ctx context.Context) error {
 	// finish and ACK; abandon cancels it after the drain timeout.
 	work, abandon := context.WithCancel(context.WithoutCancel(ctx))
 	defer abandon()
+	// Receives under way at the stop run on until the drain deadline.
+	receiving, stopReceiving := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopReceiving()
+	stopped := make(chan time.Time, 1)
+	context.AfterFunc(ctx, func() {
+		stopped <- time.Now()
+		time.AfterFunc(s.p.DrainTimeout, stopReceiving)
+	})
 
 	// slots is the worker pool shared by every receive loop.
 	slots := make(chan struct{}, s.p.Workers)
@@ -123,16 +135,17 @@ func (s *Source) Run(ctx context.Context) error {
 		loops.Add(1)
 		go func() {
 			defer loops.Done()
-			s.receiveLoop(ctx, work, c, slots, &inFlight)
+			s.receiveLoop(ctx, receiving, work, c, slots, &inFlight)
 		}()
 	}
 	loops.Wait()
+	drainBy := (<-stopped).Add(s.p.DrainTimeout)
 
 	drained := make(chan struct{})
 	go func() { inFlight.Wait(); close(drained) }()
 	select {
 	case <-drained:
-	case <-time.After(s.p.DrainTimeout):
+	case <-time.After(time.Until(drainBy)):
 		s.p.Logger.Warn("drain timeout: abandoning in-flight messages without ACK", slog.String("consumer_group", s.p.Group.Name), slog.Int("in_flight", len(slots)))
 		abandon()
 		select {
@@ -152,8 +165,10 @@ const abandonWait = 5 * time.Second
 // receiveLoop asks c for as many messages as there are free workers, up to
 // its share of them, and hands each to a worker. The share keeps a loop
 // long-polling an idle topic from holding every free worker while another
-// topic of the group has messages waiting.
-func (s *Source) receiveLoop(ctx, work context.Context, c mq.Consumer, slots chan struct{}, inFlight *sync.WaitGroup) {
+// topic of the group has messages waiting. Receives run on receiving, which
+// a stop does not end (see the package doc); what one brings after the
+// stop is given back.
+func (s *Source) receiveLoop(ctx, receiving, work context.Context, c mq.Consumer, slots chan struct{}, inFlight *sync.WaitGroup) {
 	share := max(1, s.p.Workers/len(s.p.Consumers))
 	for ctx.Err() == nil {
 		// Wait for one free worker, then take every other free one too.
@@ -172,10 +187,17 @@ func (s *Source) receiveLoop(ctx, work context.Context, c mq.Consumer, slots cha
 				break more
 			}
 		}
-		batch, err := c.Receive(ctx, taken, s.p.Invisible)
+		batch, err := c.Receive(receiving, taken, s.p.Invisible)
 		observeLateness(s.late, batch, time.Now())
 		for range taken - len(batch) {
 			<-slots
+		}
+		if ctx.Err() != nil {
+			for _, msg := range batch {
+				s.giveBack(c, msg)
+				<-slots
+			}
+			return
 		}
 		if err != nil {
 			if ctx.Err() == nil {
@@ -252,6 +274,21 @@ func (s *Source) handBack(ctx context.Context, c mq.Consumer, head, msg *mq.Rece
 	}
 }
 
+// giveBackAfter is when a message received as the source stopped becomes
+// visible again, for another consumer of the group to take.
+const giveBackAfter = time.Second
+
+// giveBack returns a message received after the stop, unhandled.
+func (s *Source) giveBack(c mq.Consumer, msg *mq.Received) {
+	s.p.Metrics.deliveries.WithLabelValues(s.p.Group.Name, resultHandedBack).Inc()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.ChangeInvisibleDuration(ctx, msg, giveBackAfter); err != nil {
+		s.p.Logger.WarnContext(ctx, "give back at stop failed; the message returns when its invisible time ends",
+			slog.String("consumer_group", s.p.Group.Name), slog.String("message_id", msg.MessageID), slog.String("error", err.Error()))
+	}
+}
+
 func (s *Source) pause(ctx context.Context, d time.Duration) {
 	select {
 	case <-time.After(d):
@@ -299,7 +336,7 @@ const (
 	resultQuarantined = "quarantined"
 	resultRetry       = "retry"
 	resultAbandoned   = "abandoned"
-	resultHandedBack  = "handed_back" // not handled: an earlier message of its FIFO group was not settled
+	resultHandedBack  = "handed_back" // not handled: an earlier message of its FIFO group was not settled, or it came as the source stopped
 )
 
 // settle ACKs, quarantines or hands the message back, and says which.
