@@ -11,10 +11,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -34,11 +32,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aivedio/pipeline/functions/stage/stagetest"
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/dbtest"
 	"github.com/aivedio/pipeline/shared/envelope"
-	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/servicetest"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
@@ -504,35 +502,10 @@ func TestFunctionShutdown(t *testing.T) {
 // of amount, through the state machine as the stages would.
 func succeededTask(t *testing.T, pool *pgxpool.Pool, amount int64) task.Task {
 	t.Helper()
-	ctx := t.Context()
-	o := task.Origin{Producer: "e2e"}
-	var cur task.Task
-	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		c, err := tenant.Create(ctx, tx, tenant.NewTenant{Name: "shutdown", Credits: 100}, tenant.RoleTenant)
-		if err != nil {
-			return err
-		}
-		hash := sha256.Sum256([]byte("request"))
-		cur, _, err = task.Create(ctx, tx, o, task.New{TenantID: c.TenantID, IdempotencyKey: "k", RequestHash: hash[:],
-			Model: "m", Prompt: "a cat", DurationSeconds: 2, Resolution: "640x360"},
-			func(task.Task) ([]outbox.Event, error) { return nil, nil })
-		if err != nil {
-			return err
-		}
-		if err := billing.Reserve(ctx, tx, c.TenantID, cur.ID, amount); err != nil {
-			return err
-		}
-		for _, tr := range []task.Transition{
-			{To: task.Submitting, Set: task.Fields{Provider: task.Ptr("fake")}},
-			{To: task.ProviderRunning, Set: task.Fields{ProviderJobID: task.Ptr("job-1")}},
-			{To: task.Fetching}, {To: task.MediaProcessing}, {To: task.Succeeded},
-		} {
-			if cur, err = task.Apply(ctx, tx, o, cur, tr); err != nil {
-				return fmt.Errorf("move task to %s: %w", tr.To, err)
-			}
-		}
-		return nil
-	}))
+	cur := stagetest.NewTask(t, pool, &stagetest.TaskOpts{Reserved: amount},
+		task.Transition{To: task.Submitting, Set: task.Fields{Provider: task.Ptr("fake")}},
+		task.Transition{To: task.ProviderRunning, Set: task.Fields{ProviderJobID: task.Ptr("job-1")}},
+		task.Transition{To: task.Fetching}, task.Transition{To: task.MediaProcessing}, task.Transition{To: task.Succeeded})
 	require.Equal(t, task.Succeeded, cur.Status)
 	return cur
 }
