@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	fcloudevents "knative.dev/func-go/cloudevents"
 
 	"github.com/aivedio/pipeline/adapter/mq/rocketmqtest"
+	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/dbtest"
 	"github.com/aivedio/pipeline/shared/outbox"
@@ -117,7 +117,11 @@ func TestRealBrokerSIGKILL(t *testing.T) {
 	// on a shared broker are stale no-ops for this stage.
 	group := catalog.GroupSettle
 	fn := effectStage(pool, group.Name, catalog.EventSettleRequested, run)
-	stageServer := httptest.NewServer(fcloudevents.New(fn).Handler)
+	// The stage is served the way the stage binary serves it: through
+	// stage.HTTPHandler. func-go's own handler (sdk-go's receiver) can strand
+	// a request under concurrent deliveries, and a stranded request kept
+	// httptest's Close waiting for good once (the test ran into its timeout).
+	stageServer := httptest.NewServer(stage.HTTPHandler(fn.Handle))
 	t.Cleanup(stageServer.Close)
 
 	bin := buildAdapter(t)
