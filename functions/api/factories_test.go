@@ -21,12 +21,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aivedio/pipeline/functions/api"
+	"github.com/aivedio/pipeline/functions/stage/stagetest"
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/dbtest"
 	"github.com/aivedio/pipeline/shared/live"
 	"github.com/aivedio/pipeline/shared/provider"
-	"github.com/aivedio/pipeline/shared/servicetest"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
 )
@@ -49,7 +49,9 @@ type testBundle struct {
 // subscription runs only after runEvents.
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	return setupWith(t, dbtest.TestSchema(t), newRedis(t))
+	// Pub/sub ignores the database number: every test uses its own tenants,
+	// never a fixed channel.
+	return setupWith(t, dbtest.TestSchema(t), stagetest.NewRedis(t))
 }
 
 // setupWith starts a server on pool and rdb.
@@ -70,18 +72,6 @@ func setupWith(t *testing.T, pool *pgxpool.Pool, rdb *redis.Client) *testBundle 
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	return &testBundle{pool: pool, rdb: rdb, srv: srv, http: hs}
-}
-
-// newRedis connects to the test Redis (REDIS_URL); the client is closed
-// when the test ends. Pub/sub ignores the database number, so every test
-// uses its own tenants, never a fixed channel.
-func newRedis(t *testing.T) *redis.Client {
-	t.Helper()
-	opts, err := redis.ParseURL(servicetest.Env(t, "Redis", "REDIS_URL"))
-	require.NoError(t, err)
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
 }
 
 // publish pushes a change to its tenant's subscribers, as the notify stage

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aivedio/pipeline/functions/stage/stagetest"
 	"github.com/aivedio/pipeline/shared/dbtest"
 	"github.com/aivedio/pipeline/shared/live"
 	"github.com/aivedio/pipeline/shared/task"
@@ -136,7 +137,7 @@ func TestGetShowsLiveProgressWhileTheProviderRuns(t *testing.T) {
 
 func TestGetFallsBackToTheStoredProgressWhenRedisFails(t *testing.T) {
 	t.Parallel()
-	rdb := newRedis(t)
+	rdb := stagetest.NewRedis(t)
 	b := setupWith(t, dbtest.TestSchema(t), rdb)
 	_, key := b.tenant(t, 1000, tenant.RoleTenant)
 	id := b.createTask(t, key)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aivedio/pipeline/functions/api"
+	"github.com/aivedio/pipeline/functions/stage/stagetest"
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/dbtest"
@@ -27,7 +28,7 @@ import (
 func TestBrokerDownShedsLowPriorityCreates(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.TestSchema(t)
-	srv := api.New(api.Options{Pool: pool, Redis: newRedis(t), Blob: fakePresigner{},
+	srv := api.New(api.Options{Pool: pool, Redis: stagetest.NewRedis(t), Blob: fakePresigner{},
 		Limits: config.API{MaxBodyBytes: maxBodyBytes, MaxPromptChars: maxPromptChars, DownloadTTL: 15 * time.Minute,
 			ShedAfter: 30 * time.Second, ShedBelow: 5},
 		Models: []string{testModel}, Price: billing.Price{DefaultPerSecond: pricePerSecond},

@@ -213,7 +213,7 @@ func (r *reconciler) lostMedia(ctx context.Context, tx pgx.Tx, t task.Task) ([]o
 		}
 		steps = nil
 		for _, step := range stage.DerivativeSteps(source.HasAudio) {
-			if !slices.Contains(have, stage.DerivativeKind(step)) {
+			if !slices.Contains(have, catalog.DerivativeKind(step)) {
 				steps = append(steps, step)
 			}
 		}
@@ -296,12 +296,9 @@ func (r *reconciler) rebuildSlots(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("scan slot holders: %w", err)
 	}
 	holders := map[string][]string{} // scope -> holders in flight
-	err = forEachRow(rows, func(row pgx.Row) error {
-		var t task.Task
-		var holding bool
-		if err := row.Scan(&t.ID, &t.TenantID, &t.Model, &t.Provider, &holding); err != nil {
-			return err
-		}
+	var t task.Task
+	var holding bool
+	_, err = pgx.ForEachRow(rows, []any{&t.ID, &t.TenantID, &t.Model, &t.Provider, &holding}, func() error {
 		for _, scope := range stage.GenerationSlots(t, t.Provider, r.Journey).Scopes {
 			if _, ok := holders[scope.Name]; !ok {
 				holders[scope.Name] = []string{}
@@ -321,16 +318,6 @@ func (r *reconciler) rebuildSlots(ctx context.Context) (int, error) {
 		}
 	}
 	return len(holders), nil
-}
-
-func forEachRow(rows pgx.Rows, fn func(pgx.Row) error) error {
-	defer rows.Close()
-	for rows.Next() {
-		if err := fn(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
 }
 
 // maxBackgroundTries bounds the background retries of one optional
@@ -363,15 +350,15 @@ func (r *reconciler) retryMissing(ctx context.Context, now time.Time) (int, erro
 	if err != nil {
 		return 0, err
 	}
-	steps := map[string]string{"PROXY": catalog.TagTranscodeProxy, "THUMBNAIL": catalog.TagThumbnail, "WAVEFORM": catalog.TagWaveform}
 	for _, m := range todo {
 		err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error {
 			t, err := task.Get(ctx, tx, m.taskID)
 			if err != nil {
 				return err
 			}
-			e, err := scanOrigin.Event(t, catalog.EventPostprocess, catalog.AssetPostprocess, steps[m.kind],
-				task.Postprocess{TaskID: t.ID, AssetID: m.assetID, Step: steps[m.kind]}, time.Time{})
+			step := catalog.DerivativeStep(m.kind)
+			e, err := scanOrigin.Event(t, catalog.EventPostprocess, catalog.AssetPostprocess, step,
+				task.Postprocess{TaskID: t.ID, AssetID: m.assetID, Step: step}, time.Time{})
 			if err != nil {
 				return err
 			}

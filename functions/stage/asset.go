@@ -55,16 +55,3 @@ func DerivativeSteps(hasAudio bool) []string {
 	}
 	return steps
 }
-
-// DerivativeKind is the assets.kind a derivative step makes.
-func DerivativeKind(step string) string {
-	switch step {
-	case catalog.TagTranscodeProxy:
-		return "PROXY"
-	case catalog.TagThumbnail:
-		return "THUMBNAIL"
-	case catalog.TagWaveform:
-		return "WAVEFORM"
-	}
-	return ""
-}

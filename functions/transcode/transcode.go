@@ -51,18 +51,18 @@ type Params struct {
 
 // derivative is how one step is made and stored.
 type derivative struct {
-	kind        string // assets.kind
+	kind        string // assets.kind, as the catalog says (set on lookup)
 	file        string
 	contentType string
 	make        func(t *media.Tool, ctx context.Context, in, out string) error
 }
 
 var derivatives = map[string]derivative{
-	catalog.TagTranscodeProxy: {"PROXY", "proxy.mp4", "video/mp4", (*media.Tool).ProxyH264},
-	catalog.TagThumbnail: {"THUMBNAIL", "thumbnail.jpg", "image/jpeg", func(t *media.Tool, ctx context.Context, in, out string) error {
+	catalog.TagTranscodeProxy: {file: "proxy.mp4", contentType: "video/mp4", make: (*media.Tool).ProxyH264},
+	catalog.TagThumbnail: {file: "thumbnail.jpg", contentType: "image/jpeg", make: func(t *media.Tool, ctx context.Context, in, out string) error {
 		return t.Thumbnail(ctx, in, out, time.Second)
 	}},
-	catalog.TagWaveform: {"WAVEFORM", "waveform.png", "image/png", (*media.Tool).Waveform},
+	catalog.TagWaveform: {file: "waveform.png", contentType: "image/png", make: (*media.Tool).Waveform},
 }
 
 type transcoder struct{ Params }
@@ -82,6 +82,7 @@ func (s *transcoder) work(ctx context.Context, ev envelope.Envelope) error {
 		return err
 	}
 	d, ok := derivatives[req.Step]
+	d.kind = catalog.DerivativeKind(req.Step)
 	if !ok {
 		return outcome.Permanentf("payload.invalid", "the transcode stage makes %s, %s and %s, not %q",
 			catalog.TagTranscodeProxy, catalog.TagThumbnail, catalog.TagWaveform, req.Step)
@@ -161,7 +162,7 @@ func derivativeKinds(ctx context.Context, tx pgx.Tx, sourceID uuid.UUID) ([]stri
 // optional one, given up on for now (listed in missing_derivatives).
 func (s *transcoder) complete(ctx context.Context, tx pgx.Tx, o task.Origin, cur task.Task, source stage.Asset, have []string) error {
 	for _, step := range stage.DerivativeSteps(source.HasAudio) {
-		kind := derivatives[step].kind
+		kind := catalog.DerivativeKind(step)
 		if !slices.Contains(have, kind) && !slices.Contains(cur.MissingDerivatives, kind) {
 			return nil // another step is still running
 		}

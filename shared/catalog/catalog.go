@@ -47,6 +47,28 @@ const (
 	TagWaveform       = "WAVEFORM"
 )
 
+// derivativeKinds maps each derivative step to the assets.kind it makes.
+var derivativeKinds = map[string]string{
+	TagTranscodeProxy: "PROXY",
+	TagThumbnail:      "THUMBNAIL",
+	TagWaveform:       "WAVEFORM",
+}
+
+// DerivativeKind is the assets.kind a derivative step makes; "" for a step
+// that makes none (the probe, or an unknown one).
+func DerivativeKind(step string) string { return derivativeKinds[step] }
+
+// DerivativeStep is the step that makes an assets.kind; "" for a kind no
+// step makes (the SOURCE).
+func DerivativeStep(kind string) string {
+	for step, k := range derivativeKinds {
+		if k == kind {
+			return step
+		}
+	}
+	return ""
+}
+
 // Topic is one physical topic with its RocketMQ message type.
 type Topic struct {
 	Name    string // firm name, e.g. "generation.submit.delay"

@@ -64,3 +64,20 @@ func TestGroupByName(t *testing.T) {
 	_, err = catalog.GroupByName("cg.nope")
 	require.ErrorContains(t, err, `unknown consumer group "cg.nope"`)
 }
+
+// TestDerivativeKinds: each derivative step makes one asset kind, and the
+// kind leads back to its step; the probe and the source make none.
+func TestDerivativeKinds(t *testing.T) {
+	for _, step := range []string{catalog.TagTranscodeProxy, catalog.TagThumbnail, catalog.TagWaveform} {
+		kind := catalog.DerivativeKind(step)
+		if kind == "" || catalog.DerivativeStep(kind) != step {
+			t.Errorf("step %s makes kind %q, which leads back to step %q", step, kind, catalog.DerivativeStep(kind))
+		}
+	}
+	if k := catalog.DerivativeKind(catalog.TagProbe); k != "" {
+		t.Errorf("the probe makes kind %q, want none", k)
+	}
+	if s := catalog.DerivativeStep("SOURCE"); s != "" {
+		t.Errorf("kind SOURCE is made by step %q, want none", s)
+	}
+}

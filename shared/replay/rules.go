@@ -125,7 +125,7 @@ var rules = map[string]rule{
 		}, decideMedia("probe")),
 	catalog.GroupTranscode.Name: ruleOf(catalog.EventPostprocess,
 		func(_ envelope.Envelope, p task.Postprocess) (uuid.UUID, error) {
-			if derivativeKind[p.Step] == "" {
+			if catalog.DerivativeKind(p.Step) == "" {
 				return uuid.Nil, refusef("payload.invalid", "the transcode stage makes %s, %s and %s, not %q: it would quarantine the event again",
 					catalog.TagTranscodeProxy, catalog.TagThumbnail, catalog.TagWaveform, p.Step)
 			}
@@ -149,13 +149,6 @@ var rules = map[string]rule{
 		func(_ envelope.Envelope, p task.ReconcileDue) (uuid.UUID, error) {
 			return p.TaskID, required("task_id", p.TaskID, "attempt_id", p.AttemptID)
 		}, decideReconcile),
-}
-
-// derivativeKind is the assets.kind each transcode step makes.
-var derivativeKind = map[string]string{
-	catalog.TagTranscodeProxy: "PROXY",
-	catalog.TagThumbnail:      "THUMBNAIL",
-	catalog.TagWaveform:       "WAVEFORM",
 }
 
 // at names a task's state and version in a reason.
@@ -263,7 +256,7 @@ func decideFetch(s state, _ task.FetchRequested) Verdict {
 func decideMedia(stage string) func(state, task.Postprocess) Verdict {
 	return func(s state, p task.Postprocess) Verdict {
 		t := s.task
-		background := stage == "transcode" && task.DerivativeRetryActs(t, derivativeKind[p.Step])
+		background := stage == "transcode" && task.DerivativeRetryActs(t, catalog.DerivativeKind(p.Step))
 		if !task.PostprocessActs(t) && !background {
 			return stale(stage+".stale", "the task is %s, not MEDIA_PROCESSING: the %s stage would record a stale no-op", at(t), stage)
 		}
@@ -273,9 +266,9 @@ func decideMedia(stage string) func(state, task.Postprocess) Verdict {
 		}
 		if background {
 			return act("transcode.background", "the task is %s without its %s: the transcode stage would make it from asset %s in the background, leaving the task's state as it is",
-				at(t), strings.ToLower(derivativeKind[p.Step]), p.AssetID)
+				at(t), strings.ToLower(catalog.DerivativeKind(p.Step)), p.AssetID)
 		}
-		if kind := derivativeKind[p.Step]; kind != "" {
+		if kind := catalog.DerivativeKind(p.Step); kind != "" {
 			for _, a := range s.effects.Assets {
 				if a.SourceAssetID != nil && *a.SourceAssetID == p.AssetID && a.Kind == kind {
 					return act(stage+".record", "the task is %s and the %s of asset %s exists already (asset %s): the stage would record the step without making it again",
