@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/aivedio/pipeline/adapter/dlq"
 	"github.com/aivedio/pipeline/adapter/mq/rocketmq"
@@ -29,24 +28,7 @@ import (
 const realAwait = 4 * time.Second
 
 func init() {
-	// RocketMQ client v5.1.4 never stops what a started client sets up: its
-	// client manager's tickers, its telemetry stream, its gRPC connection and
-	// its log file's mill goroutine outlive GracefulStop. The race-enabled
-	// pass, which runs no real client, keeps checking everything else.
-	const rmq = "github.com/apache/rocketmq-clients/golang/v5"
-	leakOptions = append(leakOptions,
-		goleak.IgnoreTopFunction(rmq+"/pkg/ticker.Tick.func1"),
-		goleak.IgnoreAnyFunction(rmq+".(*defaultClientManager).startUp.func1"),
-		goleak.IgnoreAnyFunction(rmq+".(*defaultClientManager).startUp.func2"),
-		goleak.IgnoreAnyFunction(rmq+".(*defaultClientManager).startUp.func3"),
-		goleak.IgnoreAnyFunction(rmq+".(*defaultClientManager).startUp.func4"),
-		goleak.IgnoreAnyFunction(rmq+".(*defaultClientSession).startUp.func1"),
-		goleak.IgnoreTopFunction("github.com/natefinch/lumberjack.(*Logger).millRun"),
-		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/transport.(*http2Client).reader"),
-		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/transport.(*loopyWriter).run"),
-		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
-		goleak.IgnoreTopFunction("google.golang.org/grpc.newClientStreamWithParams.func4"),
-	)
+	leakOptions = append(leakOptions, rocketmqtest.ClientLeaks()...)
 }
 
 // TestRealBrokerOpenBeforeTheTopicLeaksNothing looks for a missing

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/aivedio/pipeline/adapter/dlq"
 	"github.com/aivedio/pipeline/adapter/mq"
@@ -20,22 +19,7 @@ import (
 )
 
 func init() {
-	// RocketMQ client v5.1.4 never stops what a started client sets up (see
-	// adapter/dlq's real-broker tests, where this list comes from).
-	const rmq = "github.com/apache/rocketmq-clients/golang/v5"
-	leakOptions = append(leakOptions,
-		goleak.IgnoreTopFunction(rmq+"/pkg/ticker.Tick.func1"),
-		goleak.IgnoreAnyFunction(rmq+".(*defaultClientManager).startUp.func1"),
-		goleak.IgnoreAnyFunction(rmq+".(*defaultClientManager).startUp.func2"),
-		goleak.IgnoreAnyFunction(rmq+".(*defaultClientManager).startUp.func3"),
-		goleak.IgnoreAnyFunction(rmq+".(*defaultClientManager).startUp.func4"),
-		goleak.IgnoreAnyFunction(rmq+".(*defaultClientSession).startUp.func1"),
-		goleak.IgnoreTopFunction("github.com/natefinch/lumberjack.(*Logger).millRun"),
-		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/transport.(*http2Client).reader"),
-		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/transport.(*loopyWriter).run"),
-		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
-		goleak.IgnoreTopFunction("google.golang.org/grpc.newClientStreamWithParams.func4"),
-	)
+	leakOptions = append(leakOptions, rocketmqtest.ClientLeaks()...)
 }
 
 // newRealBroker gives a test a kernel on the real proxy: a throwaway
