@@ -28,11 +28,12 @@ type Deliverer interface {
 // HandlerFunc is a stage function's Handle, called in process.
 type HandlerFunc func(ctx context.Context, ev event.Event) (*event.Event, error)
 
-// Deliver calls the handler and classifies its result the way the HTTP
-// path would: a CloudEvents HTTP result with a 4xx status is permanent.
+// Deliver calls the handler and classifies its result exactly as the HTTP
+// path classifies the same answer (outcome.FromResult): a 4xx is
+// permanent, with the stage's own code and message.
 func (f HandlerFunc) Deliver(ctx context.Context, ev event.Event) error {
 	_, err := f(ctx, ev)
-	return classifyResult(err)
+	return outcome.FromResult(err)
 }
 
 // HTTPDeliverer POSTs events in binary mode to a function's URL.
@@ -55,8 +56,9 @@ func NewHTTPDeliverer(url string, workers int, coldStart time.Duration) *HTTPDel
 	return &HTTPDeliverer{URL: url, Client: &http.Client{Transport: transport}, ColdStart: coldStart}
 }
 
-// Deliver POSTs ev and maps the status: 2xx success, 4xx permanent, 5xx and
-// network errors retryable.
+// Deliver POSTs ev and maps the answer (outcome.FromHTTP): 2xx success, 4xx
+// permanent, 5xx and network errors retryable; the class's code and message
+// are the stage's own when its answer carries an outcome.Body.
 func (d *HTTPDeliverer) Deliver(ctx context.Context, ev event.Event) error {
 	coldStart := d.ColdStart
 	if coldStart <= 0 {
@@ -65,47 +67,52 @@ func (d *HTTPDeliverer) Deliver(ctx context.Context, ev event.Event) error {
 	policy := backoff.NewExponentialBackOff()
 	policy.InitialInterval = 100 * time.Millisecond
 	policy.MaxInterval = 2 * time.Second
-	status, err := backoff.Retry(ctx, func() (int, error) {
-		status, err := d.post(ctx, ev)
-		if err == nil && !coldStartStatus(status) {
-			return status, nil
+	ans, err := backoff.Retry(ctx, func() (answer, error) {
+		ans, err := d.post(ctx, ev)
+		if err == nil && !coldStartStatus(ans.status) {
+			return ans, nil
 		}
 		if err != nil && !coldStartError(err) {
-			return 0, backoff.Permanent(err)
+			return ans, backoff.Permanent(err)
 		}
 		if err == nil {
-			err = fmt.Errorf("function answered %d", status)
+			err = fmt.Errorf("function answered %d", ans.status)
 		}
-		return status, err
+		return ans, err
 	}, backoff.WithBackOff(policy), backoff.WithMaxElapsedTime(coldStart))
-	switch {
-	case err != nil:
+	if err != nil {
 		return outcome.Retryable("deliver.unreachable", fmt.Errorf("deliver to %s: %w", d.URL, err))
-	case status >= 200 && status < 300:
-		return nil
-	case status >= 400 && status < 500:
-		return outcome.Permanent(fmt.Sprintf("http.%d", status), fmt.Errorf("function refused the event with %d", status))
-	default:
-		return outcome.Retryable(fmt.Sprintf("http.%d", status), fmt.Errorf("function failed with %d", status))
 	}
+	return outcome.FromHTTP(ans.status, ans.contentType, ans.body)
 }
 
-func (d *HTTPDeliverer) post(ctx context.Context, ev event.Event) (int, error) {
+// answer is what a function answered one delivery with.
+type answer struct {
+	status      int
+	contentType string
+	body        []byte
+}
+
+func (d *HTTPDeliverer) post(ctx context.Context, ev event.Event) (answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, nil)
 	if err != nil {
-		return 0, backoff.Permanent(err)
+		return answer{}, backoff.Permanent(err)
 	}
 	if err := cehttp.WriteRequest(ctx, binding.ToMessage(&ev), req); err != nil {
-		return 0, backoff.Permanent(fmt.Errorf("encode event: %w", err))
+		return answer{}, backoff.Permanent(fmt.Errorf("encode event: %w", err))
 	}
 	resp, err := d.Client.Do(req)
 	if err != nil {
-		return 0, err
+		return answer{}, err
+	}
+	defer resp.Body.Close()
+	ans := answer{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type")}
+	if ans.status >= 300 {
+		ans.body, _ = io.ReadAll(io.LimitReader(resp.Body, outcome.MaxBody))
 	}
 	// Drain (bounded) so the connection goes back to the pool.
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	return resp.StatusCode, nil
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, outcome.MaxBody))
+	return ans, nil
 }
 
 // coldStartStatus: what Knative's activator or a not-yet-ready pod answers.
@@ -119,30 +126,4 @@ func coldStartError(err error) bool {
 	var netErr net.Error
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		(errors.As(err, &netErr) && netErr.Timeout())
-}
-
-// classifyResult maps an in-process handler's error like its HTTP status
-// would be mapped.
-func classifyResult(err error) error {
-	if err == nil {
-		return nil
-	}
-	var result *cehttp.Result
-	if errors.As(err, &result) {
-		switch {
-		case result.StatusCode >= 200 && result.StatusCode < 300:
-			return nil
-		case result.StatusCode >= 400 && result.StatusCode < 500:
-			// A Result does not unwrap; rebuilding its message with %w
-			// recovers the stage's own classification and code.
-			if inner := fmt.Errorf(result.Format, result.Args...); outcome.IsPermanent(inner) {
-				return inner
-			}
-			return outcome.Permanent(fmt.Sprintf("http.%d", result.StatusCode), err)
-		}
-	}
-	if outcome.IsPermanent(err) {
-		return err
-	}
-	return outcome.Retryable("handler.failed", err)
 }

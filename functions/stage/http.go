@@ -3,12 +3,14 @@ package stage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/cloudevents/sdk-go/v2/event"
-	"github.com/cloudevents/sdk-go/v2/protocol"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+
+	"github.com/aivedio/pipeline/shared/outcome"
 )
 
 // maxEventBytes bounds a request body: an envelope's payload is at most
@@ -20,7 +22,9 @@ type HandleFunc func(ctx context.Context, ev event.Event) (*event.Event, error)
 
 // HTTPHandler serves handle over HTTP CloudEvents (binary and structured
 // mode), one call per request on the request's own goroutine and context:
-// what func-go does in a deployment, for `go run ./local` and tests.
+// what func-go does in a deployment, for `go run ./local` and tests. A
+// failure is answered with its status and an [outcome.Body] naming its
+// class and code, which the source adapter reads back.
 //
 // It exists because sdk-go's client.NewHTTPReceiveHandler hands each
 // request's message to whichever request goroutine is waiting: under
@@ -46,27 +50,21 @@ func HTTPHandler(handle HandleFunc) http.Handler {
 			if errors.Is(err, binding.ErrUnknownEncoding) {
 				status = http.StatusUnsupportedMediaType
 			}
-			http.Error(w, "not a CloudEvent: "+err.Error(), status)
+			outcome.WriteHTTP(w, status, outcome.Permanent("not_cloudevent", fmt.Errorf("not a CloudEvent: %w", err)))
 			return
 		}
 		reply, err := handle(r.Context(), *ev)
-		status := http.StatusOK
 		if err != nil {
-			status = http.StatusInternalServerError
-			var result *cehttp.Result
-			if protocol.ResultAs(err, &result) && result.StatusCode >= 100 && result.StatusCode < 600 {
-				status = result.StatusCode
-			}
+			status, cause := outcome.ResultOf(err)
+			outcome.WriteHTTP(w, status, cause)
+			return
 		}
-		if reply != nil && err == nil {
-			if werr := cehttp.WriteResponseWriter(r.Context(), binding.ToMessage(reply), status, w); werr != nil {
-				http.Error(w, werr.Error(), http.StatusInternalServerError)
+		if reply != nil {
+			if werr := cehttp.WriteResponseWriter(r.Context(), binding.ToMessage(reply), http.StatusOK, w); werr != nil {
+				outcome.WriteHTTP(w, http.StatusInternalServerError, werr)
 			}
 			return
 		}
-		w.WriteHeader(status)
-		if err != nil {
-			_, _ = w.Write([]byte(err.Error()))
-		}
+		w.WriteHeader(http.StatusOK)
 	})
 }

@@ -2,6 +2,7 @@ package stage_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,9 +14,12 @@ import (
 	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/outcome"
 )
 
 func postEvent(t *testing.T, url, id string) int {
@@ -84,4 +88,32 @@ func TestHTTPHandlerMapsResults(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+}
+
+// TestHTTPHandlerAnswersWithTheStageCode: a failure's class, code and
+// message travel in the answer's body, for the adapter to read back.
+func TestHTTPHandlerAnswersWithTheStageCode(t *testing.T) {
+	t.Parallel()
+	fn := stage.New(stage.Params{Name: "test", EventTypes: []string{"test.happened"},
+		Work: func(context.Context, envelope.Envelope) error {
+			return outcome.Permanentf("security.tenant_mismatch", "not yours")
+		}})
+	srv := httptest.NewServer(stage.HTTPHandler(fn.Handle))
+	t.Cleanup(srv.Close)
+	env, err := envelope.New(envelope.NewParams{EventType: "test.happened", Producer: "test", AggregateType: "generation_task",
+		AggregateID: uuid.NewString(), TenantID: uuid.NewString(), Payload: map[string]any{}})
+	require.NoError(t, err)
+	ev, err := env.ToCloudEvent()
+	require.NoError(t, err)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, nil)
+	require.NoError(t, err)
+	require.NoError(t, cehttp.WriteRequest(t.Context(), binding.ToMessage(&ev), req))
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	require.Equal(t, outcome.ContentType, resp.Header.Get("Content-Type"))
+	var body outcome.Body
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	require.Equal(t, outcome.BodyError{Class: outcome.ClassPermanent, Code: "security.tenant_mismatch", Message: "not yours"}, body.Error)
 }

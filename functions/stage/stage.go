@@ -12,6 +12,9 @@
 //     422 for the rest). The adapter quarantines the message and ACKs.
 //   - anything else: a 5xx. The adapter retries with backoff.
 //
+// Over HTTP ([HTTPHandler]) a failure's answer carries its class and code in
+// an outcome.Body, so the quarantine row names the stage's reason.
+//
 // # Metrics
 //
 // Every Handle is timed into aivedio_stage_work_duration_seconds{stage,
