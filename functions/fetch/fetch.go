@@ -65,9 +65,6 @@ func (f *fetcher) work(ctx context.Context, ev envelope.Envelope) error {
 	if err != nil {
 		return err
 	}
-	if err := stage.Require("task_id", req.TaskID); err != nil {
-		return err
-	}
 	consumer := catalog.GroupFetch.Name
 	t, err := stage.ReadTask(ctx, f.Pool, ev, req.TaskID)
 	if err != nil {

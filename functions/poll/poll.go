@@ -19,7 +19,6 @@ package poll
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -77,9 +76,6 @@ func (s *poller) work(ctx context.Context, ev envelope.Envelope) error {
 	}
 	due, err := stage.Decode[task.PollDue](ev)
 	if err != nil {
-		return err
-	}
-	if err := errors.Join(stage.Require("task_id", due.TaskID), stage.Require("attempt_id", due.AttemptID)); err != nil {
 		return err
 	}
 	consumer := catalog.GroupPoll.Name

@@ -64,9 +64,6 @@ func (s *prober) work(ctx context.Context, ev envelope.Envelope) error {
 	if req.Step != catalog.TagProbe {
 		return outcome.Permanentf("payload.invalid", "the probe stage handles step %s, not %q", catalog.TagProbe, req.Step)
 	}
-	if err := errors.Join(stage.Require("task_id", req.TaskID), stage.Require("asset_id", req.AssetID)); err != nil {
-		return err
-	}
 	consumer := catalog.GroupProbe.Name
 	t, err := stage.ReadTask(ctx, s.Pool, ev, req.TaskID)
 	if err != nil {

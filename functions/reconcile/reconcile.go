@@ -81,9 +81,6 @@ func (r *reconciler) work(ctx context.Context, ev envelope.Envelope) error {
 	if err != nil {
 		return err
 	}
-	if err := errors.Join(stage.Require("task_id", due.TaskID), stage.Require("attempt_id", due.AttemptID)); err != nil {
-		return err
-	}
 	consumer := catalog.GroupReconcile.Name
 	t, err := stage.ReadTask(ctx, r.Pool, ev, due.TaskID)
 	if err != nil {

@@ -44,9 +44,6 @@ func New(p Params) *stage.Function {
 		if err != nil {
 			return err
 		}
-		if err := stage.Require("task_id", req.TaskID); err != nil {
-			return err
-		}
 		_, err = inbox.Do(ctx, p.Pool, catalog.GroupSettle.Name, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
 			t, err := task.Lock(ctx, tx, req.TaskID)
 			if errors.Is(err, task.ErrNotFound) {

@@ -160,3 +160,22 @@ func TestAnotherTenantsSettleIsRefused(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, statusOf(t, err))
 	require.Equal(t, billing.Held, reservationStatus(t, b.pool, b.task.ID))
 }
+
+// TestPayloadOfANewerProducer: within one schema version a producer a
+// release ahead may add a field; this release applies the event. A
+// required field that is missing stays permanent.
+func TestPayloadOfANewerProducer(t *testing.T) {
+	t.Parallel()
+	b := setup(t, task.Succeeded, true)
+	id := uuid.NewString()
+	_, err := b.fn.Handle(t.Context(), cloudEvent(t, b.task, id, catalog.EventSettleRequested,
+		map[string]any{"task_id": b.task.ID, "status": task.Succeeded, "invoice_hint": "2026-12"}))
+	require.NoError(t, err)
+	require.Equal(t, "APPLIED", inboxResult(t, b.pool, catalog.GroupSettle.Name, id))
+	require.Equal(t, billing.Captured, reservationStatus(t, b.pool, b.task.ID))
+
+	_, err = b.fn.Handle(t.Context(), cloudEvent(t, b.task, uuid.NewString(), catalog.EventSettleRequested,
+		map[string]any{"status": task.Succeeded, "invoice_hint": "2026-12"}))
+	require.Equal(t, http.StatusUnprocessableEntity, statusOf(t, err))
+	require.ErrorContains(t, err, "payload.task_id: is required")
+}

@@ -1,10 +1,7 @@
 package stage
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -14,14 +11,14 @@ import (
 	"github.com/aivedio/pipeline/shared/outcome"
 )
 
-// Decode reads ev's payload into T, refusing unknown fields. A payload that
-// does not fit is permanent: the same bytes will never fit.
+// Decode reads ev's payload into T by the envelope's compatibility rule
+// (envelope.DecodePayload): a field T does not know is ignored, a required
+// one must be there. A payload that does not fit is permanent: the same
+// bytes will never fit.
 func Decode[T any](ev envelope.Envelope) (T, error) {
-	var v T
-	dec := json.NewDecoder(bytes.NewReader(ev.Payload))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
-		return v, outcome.Permanentf("payload.invalid", "payload of %s does not fit its schema: %v", ev.EventType, err)
+	v, err := envelope.DecodePayload[T](ev)
+	if err != nil {
+		return v, outcome.Permanent("payload.invalid", err)
 	}
 	return v, nil
 }
@@ -32,14 +29,6 @@ func CheckTenant(ev envelope.Envelope, owner uuid.UUID) error {
 	if ev.TenantID != owner.String() {
 		return outcome.Permanentf("security.tenant_mismatch", "event %s names tenant %s but its %s %s belongs to another tenant",
 			ev.EventID, ev.TenantID, ev.AggregateType, ev.AggregateID)
-	}
-	return nil
-}
-
-// Require refuses a zero id in a payload.
-func Require(name string, id uuid.UUID) error {
-	if id == uuid.Nil {
-		return outcome.Permanent("payload.invalid", fmt.Errorf("payload field %s is required", name))
 	}
 	return nil
 }

@@ -91,9 +91,6 @@ func (s *submitter) work(ctx context.Context, ev envelope.Envelope) error {
 	if err != nil {
 		return err
 	}
-	if err := stage.Require("task_id", req.TaskID); err != nil {
-		return err
-	}
 	origin := task.FromEnvelope(Name, ev)
 	log := s.Logger.With(slog.String("task_id", req.TaskID.String()), slog.String("event_id", ev.EventID))
 

@@ -87,9 +87,6 @@ func (s *transcoder) work(ctx context.Context, ev envelope.Envelope) error {
 		return outcome.Permanentf("payload.invalid", "the transcode stage makes %s, %s and %s, not %q",
 			catalog.TagTranscodeProxy, catalog.TagThumbnail, catalog.TagWaveform, req.Step)
 	}
-	if err := errors.Join(stage.Require("task_id", req.TaskID), stage.Require("asset_id", req.AssetID)); err != nil {
-		return err
-	}
 	consumer := catalog.GroupTranscode.Name
 	t, err := stage.ReadTask(ctx, s.Pool, ev, req.TaskID)
 	if err != nil {

@@ -99,8 +99,8 @@ func FromCloudEvent(ev event.Event) (Envelope, error) {
 	// must then say "unsupported_schema" (upgrade the consumer, replay),
 	// not "missing_field" or "tenant_missing" (a broken producer).
 	if v, ok := ev.Extensions()[ExtSchemaVersion]; ok {
-		if n, err := types.ToInteger(v); err == nil && n != 0 && n != SchemaVersion {
-			return Envelope{}, invalid(ClassUnsupportedSchema, ExtSchemaVersion, "%d is not supported (supported: %d)", n, SchemaVersion)
+		if n, err := types.ToInteger(v); err == nil && n != 0 && !Readable(int(n)) {
+			return Envelope{}, invalid(ClassUnsupportedSchema, ExtSchemaVersion, "%d is not supported (supported: %s)", n, supportedVersions(OldestReadSchemaVersion, NewestReadSchemaVersion))
 		}
 	}
 	producer, ok := strings.CutPrefix(ev.Source(), SourcePrefix)

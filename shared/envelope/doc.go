@@ -23,6 +23,29 @@
 // content fetches it by reference. [MaxPayloadBytes] (64 KiB) is a guard
 // against mistakes, not a budget.
 //
+// # Schema compatibility
+//
+// Producers and consumers of one event are deployed at different times, so
+// in a rolling deploy a consumer reads what a producer one release ahead (or
+// behind) wrote. The rule that keeps that working:
+//
+//   - Within one schema_version changes are additive only: a new field is
+//     optional and has a meaning when absent. Readers ignore a field they do
+//     not know, in the envelope and in the payload ([Parse],
+//     [FromCloudEvent], [DecodePayload]); a field a reader marks
+//     `payload:"required"` must be present, and a known field of the wrong
+//     type is refused. Nothing is renamed, retyped or removed.
+//   - Anything else (a rename, a new required field, a changed meaning) is
+//     a new schema_version, rolled out through a dual-read window: first a
+//     release whose consumers read N and N+1 ([NewestReadSchemaVersion]
+//     raised) while every producer still writes N; once every consumer runs
+//     it, a release that writes N+1 ([SchemaVersion] raised) and still reads
+//     N, for the messages in flight and in the retention window; then one
+//     that reads N+1 only ([OldestReadSchemaVersion] raised). A build reads
+//     at most two versions side by side.
+//   - A version outside the window is [ClassUnsupportedSchema]: quarantined,
+//     never retried, and replayed once a consumer that reads it runs.
+//
 // # Validation and errors
 //
 // [Envelope.Validate] checks every field; [New], [Parse], [FromCloudEvent] and

@@ -14,9 +14,32 @@ import (
 	"github.com/google/uuid"
 )
 
-// SchemaVersion is the envelope schema this package writes and the only one
-// it reads.
-const SchemaVersion = 1
+// The schema versions: the one this build writes, and the window of those it
+// reads (see "Schema compatibility" in the package doc). Outside a
+// dual-read window the three are equal.
+const (
+	// SchemaVersion is the envelope schema this build writes.
+	SchemaVersion = 1
+	// OldestReadSchemaVersion is the oldest schema this build reads.
+	OldestReadSchemaVersion = 1
+	// NewestReadSchemaVersion is the newest schema this build reads; it is
+	// raised one release before SchemaVersion.
+	NewestReadSchemaVersion = 1
+)
+
+// Readable reports whether this build reads schema version v.
+func Readable(v int) bool { return inWindow(v, OldestReadSchemaVersion, NewestReadSchemaVersion) }
+
+func inWindow(v, oldest, newest int) bool { return v >= oldest && v <= newest }
+
+// supportedVersions names the read window for an error message: "1" or
+// "1 to 2".
+func supportedVersions(oldest, newest int) string {
+	if oldest == newest {
+		return strconv.Itoa(oldest)
+	}
+	return strconv.Itoa(oldest) + " to " + strconv.Itoa(newest)
+}
 
 // MaxPayloadBytes bounds the payload. A payload carries ids, versions and
 // references, so anything near this size is a bug in the producer.
@@ -32,7 +55,7 @@ const SourcePrefix = "/aivedio/"
 type Envelope struct {
 	EventID       string          `json:"event_id"`                 // UUID (v7 preferred), lower-case canonical form
 	EventType     string          `json:"event_type"`               // e.g. "generation.submit.requested"
-	SchemaVersion int             `json:"schema_version"`           // supported: 1
+	SchemaVersion int             `json:"schema_version"`           // see [Readable]
 	Producer      string          `json:"producer"`                 // e.g. "api", "submit"; CE source = "/aivedio/<producer>"
 	OccurredAt    time.Time       `json:"occurred_at"`              // when the fact happened, UTC
 	AggregateType string          `json:"aggregate_type"`           // e.g. "generation_task"
@@ -111,14 +134,15 @@ type wireEnvelope struct {
 	OccurredAt string `json:"occurred_at"`
 }
 
-// Parse decodes and validates envelope JSON. Unknown fields and trailing
-// data are refused. Every error it returns is a [*ValidationError].
+// Parse decodes and validates envelope JSON. A field it does not know is
+// ignored (an additive field of a newer producer of the same schema
+// version); trailing data is refused. Every error it returns is a
+// [*ValidationError].
 func Parse(data []byte) (Envelope, error) {
 	if first, _ := firstByte(data); first != '{' {
 		return Envelope{}, invalid(ClassMalformed, "", "input is not a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var w wireEnvelope
 	err := dec.Decode(&w)
 	if err == nil {
@@ -144,20 +168,21 @@ func Parse(data []byte) (Envelope, error) {
 	return e, nil
 }
 
-// decodeError classifies a JSON decoding failure. A newer schema usually
-// fails first on a field this build does not know, so an unsupported
-// schema_version is reported in preference to the decoding error.
+// decodeError classifies a JSON decoding failure. A newer schema may fail
+// first on a field it retyped, so an unsupported schema_version is reported
+// in preference to the decoding error.
 func decodeError(data []byte, err error) error {
 	var probe struct {
 		SchemaVersion json.Number `json:"schema_version"`
 	}
-	if json.Unmarshal(data, &probe) == nil && probe.SchemaVersion != "" &&
-		probe.SchemaVersion != json.Number(strconv.Itoa(SchemaVersion)) {
-		version := probe.SchemaVersion.String()
-		if len(version) > 20 {
-			version = version[:20] + "..."
+	if json.Unmarshal(data, &probe) == nil && probe.SchemaVersion != "" {
+		if v, err := probe.SchemaVersion.Int64(); err != nil || !Readable(int(v)) {
+			version := probe.SchemaVersion.String()
+			if len(version) > 20 {
+				version = version[:20] + "..."
+			}
+			return invalid(ClassUnsupportedSchema, "schema_version", "%s is not supported (supported: %s)", version, supportedVersions(OldestReadSchemaVersion, NewestReadSchemaVersion))
 		}
-		return invalid(ClassUnsupportedSchema, "schema_version", "%s is not supported (supported: %d)", version, SchemaVersion)
 	}
 	var (
 		syntaxErr *json.SyntaxError
@@ -176,12 +201,6 @@ func decodeError(data []byte, err error) error {
 		return invalid(ClassMalformed, "", "truncated JSON")
 	}
 	msg := strings.TrimPrefix(err.Error(), "json: ")
-	if name, ok := strings.CutPrefix(msg, "unknown field "); ok {
-		if unq, uerr := strconv.Unquote(name); uerr == nil {
-			name = unq
-		}
-		return invalid(ClassMalformed, "", "unknown field %s (schema_version %d has no such field)", quote(name), SchemaVersion)
-	}
 	return invalid(ClassMalformed, "", "%s", msg)
 }
 

@@ -18,7 +18,8 @@ const (
 // Validate reports the first rule e breaks as a [*ValidationError], or nil.
 // The rules, in the order they are checked:
 //
-//   - schema_version is [SchemaVersion] (else [ClassUnsupportedSchema]);
+//   - schema_version is one this build reads, see [Readable] (else
+//     [ClassUnsupportedSchema]);
 //   - event_id is a UUID of any version in lower-case canonical form, not
 //     the nil UUID ([ClassBadID]);
 //   - event_type is a lower-case dotted name ([a-z0-9_] segments joined by
@@ -36,9 +37,9 @@ const (
 func (e Envelope) Validate() error {
 	switch {
 	case e.SchemaVersion == 0:
-		return invalid(ClassMissingField, "schema_version", "is required (supported: %d)", SchemaVersion)
-	case e.SchemaVersion != SchemaVersion:
-		return invalid(ClassUnsupportedSchema, "schema_version", "%d is not supported (supported: %d)", e.SchemaVersion, SchemaVersion)
+		return invalid(ClassMissingField, "schema_version", "is required (supported: %s)", supportedVersions(OldestReadSchemaVersion, NewestReadSchemaVersion))
+	case !Readable(e.SchemaVersion):
+		return invalid(ClassUnsupportedSchema, "schema_version", "%d is not supported (supported: %s)", e.SchemaVersion, supportedVersions(OldestReadSchemaVersion, NewestReadSchemaVersion))
 	}
 	switch {
 	case e.EventID == "":

@@ -291,7 +291,7 @@ func TestRefusalsAreAuditedAndFinal(t *testing.T) {
 
 	// An unknown task, a payload that does not fit, an unreadable message.
 	ghost := event(t, task.Task{ID: uuid.New(), TenantID: owner}, catalog.EventSubmitRequested, task.SubmitRequested{TaskID: uuid.New()})
-	misfit := event(t, tk, catalog.EventSubmitRequested, map[string]any{"task_id": tk.ID, "colour": "red"})
+	misfit := event(t, tk, catalog.EventSubmitRequested, map[string]any{"task_id": 42, "colour": "red"})
 	garbage := entry(t, catalog.GroupSubmit, misfit, "not_cloudevent")
 	garbage.EventID, garbage.Properties, garbage.Body = "", map[string]string{"x": "y"}, []byte{0xff, 0x00}
 	ids := b.quarantine(t, entry(t, catalog.GroupSubmit, ghost, "task.not_found"), entry(t, catalog.GroupSubmit, misfit, "payload.invalid"), garbage)

@@ -1,8 +1,6 @@
 package replay
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -68,10 +66,8 @@ func stale(code, format string, args ...any) Verdict {
 // ruleOf builds the rule of a payload type T.
 func ruleOf[T any](eventType string, taskOf func(envelope.Envelope, T) (uuid.UUID, error), decide func(state, T) Verdict) rule {
 	return rule{eventType: eventType, parse: func(env envelope.Envelope) (target, error) {
-		var p T
-		dec := json.NewDecoder(bytes.NewReader(env.Payload))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
+		p, err := envelope.DecodePayload[T](env)
+		if err != nil {
 			return target{}, refusef("payload.invalid", "the payload of %s does not fit its schema (%v): the stage would quarantine it again", env.EventType, err)
 		}
 		id, err := taskOf(env, p)
@@ -82,27 +78,17 @@ func ruleOf[T any](eventType string, taskOf func(envelope.Envelope, T) (uuid.UUI
 	}}
 }
 
-// required refuses a zero id, as the stages' stage.Require does.
-func required(ids ...any) error {
-	for i := 0; i+1 < len(ids); i += 2 {
-		if ids[i+1].(uuid.UUID) == uuid.Nil {
-			return refusef("payload.invalid", "payload field %s is required: the stage would quarantine it again", ids[i])
-		}
-	}
-	return nil
-}
-
 // rules maps each consumer group to its rule. cg.render.export.v1 has
 // none: no render stage exists yet, so nothing can say what a replay would
 // do, and it is refused.
 var rules = map[string]rule{
 	catalog.GroupSubmit.Name: ruleOf(catalog.EventSubmitRequested,
 		func(_ envelope.Envelope, p task.SubmitRequested) (uuid.UUID, error) {
-			return p.TaskID, required("task_id", p.TaskID)
+			return p.TaskID, nil
 		}, decideSubmit),
 	catalog.GroupPoll.Name: ruleOf(catalog.EventPollDue,
 		func(_ envelope.Envelope, p task.PollDue) (uuid.UUID, error) {
-			return p.TaskID, required("task_id", p.TaskID, "attempt_id", p.AttemptID)
+			return p.TaskID, nil
 		}, decidePoll),
 	catalog.GroupCallback.Name: ruleOf(catalog.EventCallbackReceived,
 		func(env envelope.Envelope, _ task.CallbackReceived) (uuid.UUID, error) {
@@ -114,14 +100,14 @@ var rules = map[string]rule{
 		}, decideCallback),
 	catalog.GroupFetch.Name: ruleOf(catalog.EventFetchRequested,
 		func(_ envelope.Envelope, p task.FetchRequested) (uuid.UUID, error) {
-			return p.TaskID, required("task_id", p.TaskID)
+			return p.TaskID, nil
 		}, decideFetch),
 	catalog.GroupProbe.Name: ruleOf(catalog.EventPostprocess,
 		func(_ envelope.Envelope, p task.Postprocess) (uuid.UUID, error) {
 			if p.Step != catalog.TagProbe {
 				return uuid.Nil, refusef("payload.invalid", "the probe stage handles step %s, not %q: it would quarantine the event again", catalog.TagProbe, p.Step)
 			}
-			return p.TaskID, required("task_id", p.TaskID, "asset_id", p.AssetID)
+			return p.TaskID, nil
 		}, decideMedia("probe")),
 	catalog.GroupTranscode.Name: ruleOf(catalog.EventPostprocess,
 		func(_ envelope.Envelope, p task.Postprocess) (uuid.UUID, error) {
@@ -129,11 +115,11 @@ var rules = map[string]rule{
 				return uuid.Nil, refusef("payload.invalid", "the transcode stage makes %s, %s and %s, not %q: it would quarantine the event again",
 					catalog.TagTranscodeProxy, catalog.TagThumbnail, catalog.TagWaveform, p.Step)
 			}
-			return p.TaskID, required("task_id", p.TaskID, "asset_id", p.AssetID)
+			return p.TaskID, nil
 		}, decideMedia("transcode")),
 	catalog.GroupSettle.Name: ruleOf(catalog.EventSettleRequested,
 		func(_ envelope.Envelope, p task.SettleRequested) (uuid.UUID, error) {
-			return p.TaskID, required("task_id", p.TaskID)
+			return p.TaskID, nil
 		}, decideSettle),
 	catalog.GroupNotify.Name: ruleOf(catalog.EventTaskStateChanged,
 		func(env envelope.Envelope, p task.StateChanged) (uuid.UUID, error) {
@@ -147,7 +133,7 @@ var rules = map[string]rule{
 		}, decideNotify),
 	catalog.GroupReconcile.Name: ruleOf(catalog.EventReconcileDue,
 		func(_ envelope.Envelope, p task.ReconcileDue) (uuid.UUID, error) {
-			return p.TaskID, required("task_id", p.TaskID, "attempt_id", p.AttemptID)
+			return p.TaskID, nil
 		}, decideReconcile),
 }
 

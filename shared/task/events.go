@@ -30,19 +30,22 @@ func FromEnvelope(producer string, ev envelope.Envelope) Origin {
 }
 
 // Payloads of the task events. They carry ids and versions only (DESIGN.md
-// §2): a handler reads the facts from the database.
+// §2): a handler reads the facts from the database. A field tagged
+// `payload:"required"` must be present and non-zero (envelope.DecodePayload);
+// a field added later must be optional, so that the consumers of the
+// release before read the payload too.
 type (
 	// SubmitRequested asks the submit stage to (re)submit a task.
 	SubmitRequested struct {
-		TaskID  uuid.UUID `json:"task_id"`
+		TaskID  uuid.UUID `json:"task_id" payload:"required"`
 		Version int64     `json:"version"`
 	}
 	// PollDue asks the poll stage to check the provider job of an attempt.
 	// PollAt identifies the poll chain: a message whose PollAt is not the
 	// task's next_poll_at is stale.
 	PollDue struct {
-		TaskID    uuid.UUID `json:"task_id"`
-		AttemptID uuid.UUID `json:"attempt_id"`
+		TaskID    uuid.UUID `json:"task_id" payload:"required"`
+		AttemptID uuid.UUID `json:"attempt_id" payload:"required"`
 		PollAt    time.Time `json:"poll_at"`
 	}
 	// CallbackReceived carries a verified provider callback to the poll stage.
@@ -52,27 +55,27 @@ type (
 	}
 	// FetchRequested asks the fetch stage to store an attempt's output.
 	FetchRequested struct {
-		TaskID    uuid.UUID `json:"task_id"`
+		TaskID    uuid.UUID `json:"task_id" payload:"required"`
 		AttemptID uuid.UUID `json:"attempt_id"`
 	}
 	// Postprocess asks for one media step (the tag) on an asset.
 	Postprocess struct {
-		TaskID  uuid.UUID `json:"task_id"`
-		AssetID uuid.UUID `json:"asset_id"`
+		TaskID  uuid.UUID `json:"task_id" payload:"required"`
+		AssetID uuid.UUID `json:"asset_id" payload:"required"`
 		Step    string    `json:"step"`
 	}
 	// SettleRequested asks billing to capture or release a task's
 	// reservation, decided by the task's terminal state.
 	SettleRequested struct {
-		TaskID uuid.UUID `json:"task_id"`
+		TaskID uuid.UUID `json:"task_id" payload:"required"`
 		Status Status    `json:"status"`
 	}
 	// StateChanged announces a committed transition.
 	StateChanged struct {
-		TaskID    uuid.UUID `json:"task_id"`
-		TenantID  uuid.UUID `json:"tenant_id"`
+		TaskID    uuid.UUID `json:"task_id" payload:"required"`
+		TenantID  uuid.UUID `json:"tenant_id" payload:"required"`
 		From      Status    `json:"from,omitempty"`
-		To        Status    `json:"to"`
+		To        Status    `json:"to" payload:"required"`
 		Version   int64     `json:"version"`
 		Progress  int       `json:"progress"`
 		ErrorCode string    `json:"error_code,omitempty"`
@@ -80,8 +83,8 @@ type (
 	}
 	// ReconcileDue asks the reconciler to look at a task.
 	ReconcileDue struct {
-		TaskID    uuid.UUID `json:"task_id"`
-		AttemptID uuid.UUID `json:"attempt_id,omitempty"`
+		TaskID    uuid.UUID `json:"task_id" payload:"required"`
+		AttemptID uuid.UUID `json:"attempt_id,omitempty" payload:"required"`
 		Reason    string    `json:"reason"`
 		Round     int       `json:"round,omitempty"` // lookups already made for this attempt
 	}
