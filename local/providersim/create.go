@@ -2,6 +2,7 @@ package providersim
 
 import (
 	"container/heap"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
 	"io"
@@ -168,13 +169,17 @@ func (s *Server) evictLocked(now time.Time) bool {
 	return true
 }
 
-// newIDLocked makes a Replicate-looking id: 26 base32 letters.
+// newIDLocked makes a Replicate-looking id: 26 base32 letters. They come
+// from crypto/rand, not the seeded source: the seed repeats the faults of a
+// run, but a job id is an identity, and one a restarted simulator hands out
+// again would be taken by the pipeline for the job of an earlier run.
 func (s *Server) newIDLocked() string {
 	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
 	for {
 		var b [26]byte
+		_, _ = rand.Read(b[:]) // never fails (crypto/rand)
 		for i := range b {
-			b[i] = alphabet[s.rng.IntN(len(alphabet))]
+			b[i] = alphabet[int(b[i])%len(alphabet)]
 		}
 		if id := string(b[:]); s.jobs[id] == nil {
 			return id
