@@ -56,19 +56,26 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	s.serveOutput(w, r, j.id, path)
+}
+
+// serveOutput sends the clip at path as job id's output. A clip it cannot
+// read (another user's cache, a file removed under it) is a 500 and a log
+// line that says which file and why.
+func (s *Server) serveOutput(w http.ResponseWriter, r *http.Request, id, path string) {
 	f, err := os.Open(path)
-	if err != nil {
-		http.Error(w, "output unavailable", http.StatusInternalServerError)
-		return
+	if err == nil {
+		defer f.Close()
+		var info os.FileInfo
+		if info, err = f.Stat(); err == nil {
+			w.Header().Set("Content-Type", "video/mp4")
+			http.ServeContent(w, r, "output.mp4", info.ModTime(), f)
+			return
+		}
 	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		http.Error(w, "output unavailable", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "video/mp4")
-	http.ServeContent(w, r, "output.mp4", info.ModTime(), f)
+	s.log.Error("provider simulator cannot read a cached output; check the cache dir (PROVIDERSIM_CACHE_DIR) belongs to this user",
+		slog.String("job_id", id), slog.String("path", path), slog.String("error", err.Error()))
+	http.Error(w, "output unavailable", http.StatusInternalServerError)
 }
 
 // media makes each distinct output once and keeps it on disk, across
@@ -138,6 +145,11 @@ func (m *media) generate(ctx context.Context, path string, width, height, second
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
+	// CreateTemp makes the file 0600; a clip is a test pattern, readable by
+	// whoever shares the folder.
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("make temp output readable: %w", err)
+	}
 	d := strconv.Itoa(seconds)
 	cmd := exec.CommandContext(ctx, m.ffmpeg,
 		"-nostdin", "-hide_banner", "-loglevel", "error",

@@ -69,8 +69,8 @@ type Options struct {
 
 	// FFmpegPath runs ffmpeg; "ffmpeg" finds it on PATH.
 	FFmpegPath string
-	// CacheDir keeps generated MP4s across runs; empty means a folder in
-	// the system temp dir.
+	// CacheDir keeps generated MP4s across runs; empty means
+	// [DefaultCacheDir], a folder of this user's own.
 	CacheDir string
 	// MaxOutputSide scales outputs down to at most this many pixels a
 	// side, keeping the requested aspect ratio.
@@ -137,7 +137,7 @@ func knobs() []knob {
 			get: func(o *Options) string { return strconv.FormatInt(o.Seed, 10) },
 		},
 		intKnob("max-jobs", "PROVIDERSIM_MAX_JOBS", "jobs kept in memory", func(o *Options) *int { return &o.MaxJobs }),
-		stringKnob("cache-dir", "PROVIDERSIM_CACHE_DIR", "folder of generated MP4s; empty means the temp dir", func(o *Options) *string { return &o.CacheDir }),
+		stringKnob("cache-dir", "PROVIDERSIM_CACHE_DIR", "folder of generated MP4s; empty means aivedio-providersim-<uid> in the temp dir", func(o *Options) *string { return &o.CacheDir }),
 		stringKnob("ffmpeg", "PROVIDERSIM_FFMPEG", "ffmpeg binary", func(o *Options) *string { return &o.FFmpegPath }),
 	}
 }

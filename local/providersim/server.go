@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -83,14 +84,14 @@ func New(opts Options, logger *slog.Logger) (*Server, error) {
 		opts.ClientRequestIDParam = def.ClientRequestIDParam
 	}
 	if opts.CacheDir == "" {
-		opts.CacheDir = filepath.Join(os.TempDir(), "aivedio-providersim")
+		opts.CacheDir = DefaultCacheDir()
 	}
 	ffmpeg, err := exec.LookPath(opts.FFmpegPath)
 	if err != nil {
 		return nil, fmt.Errorf("provider simulator needs ffmpeg: %w", err)
 	}
-	if err := os.MkdirAll(opts.CacheDir, 0o755); err != nil {
-		return nil, fmt.Errorf("create provider simulator cache dir: %w", err)
+	if err := checkWritable(opts.CacheDir); err != nil {
+		return nil, err
 	}
 	if opts.WebhookSecret == "" {
 		key := make([]byte, 32)
@@ -263,4 +264,27 @@ func (s *Server) rollLocked(rate float64) bool {
 		return true
 	}
 	return s.rng.Float64() < rate
+}
+
+// DefaultCacheDir is the cache of generated clips when Options.CacheDir is
+// empty: a folder of the temporary directory per user, since a folder one
+// user made (`make test` as root) is not writable by another (`make run` as
+// nobody).
+func DefaultCacheDir() string {
+	return filepath.Join(os.TempDir(), "aivedio-providersim-"+strconv.Itoa(os.Getuid()))
+}
+
+// checkWritable makes dir and proves this process can write there, so that
+// a cache it cannot use fails at start with its name, not at the first
+// download.
+func checkWritable(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create provider simulator cache dir: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return fmt.Errorf("provider simulator cache dir %s is not writable by this user (set PROVIDERSIM_CACHE_DIR to a folder of its own): %w", dir, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
