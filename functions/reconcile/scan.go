@@ -26,10 +26,15 @@ const ScanEventType = "aivedio.reconcile.scan"
 // worked off over several scans instead of in one long request.
 const scanBatch = 100
 
-// maxRescues bounds how often the scanner re-emits for one RECONCILING
-// task before handing it to a person: a lookup that keeps failing must not
-// go on for ever.
+// maxRescues bounds how often the scanner re-emits a task's step while the
+// task does not move, in any state, before handing it to a person: a step
+// that keeps failing (a stage that refuses it, a lookup that never
+// answers) must not be re-emitted for ever.
 const maxRescues = 3
+
+// rescueReason starts the timeline reason of every re-emission, which is
+// how the rounds without progress are counted.
+const rescueReason = "reconcile: re-emitted "
 
 // origin marks what the scanner writes.
 var scanOrigin = task.Origin{Producer: Name}
@@ -143,14 +148,26 @@ func (r *reconciler) rescue(ctx context.Context, id uuid.UUID, status task.Statu
 		if err != nil || cur.Status != status {
 			return err
 		}
+		// An event of the task still in the outbox is its next step on the
+		// way (the relay or the broker is slow or down): re-emitting adds
+		// nothing, and must not count as a round without progress.
+		var pending bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox_events WHERE published_at IS NULL AND aggregate_id = $1)`,
+			cur.ID.String()).Scan(&pending); err != nil || pending {
+			return err
+		}
+		rounds, err := roundsWithoutProgress(ctx, tx, cur.ID)
+		if err != nil {
+			return err
+		}
 		events, err := emit(ctx, tx, cur)
+		if rounds >= maxRescues && err == nil {
+			err = errGiveUp
+		}
 		if errors.Is(err, errGiveUp) {
 			out = gaveUp
-			code, msg := "reconcile.submit_unknown", "the submit's outcome stayed unknown through repeated lookups; resubmitting could pay twice, so a person decides"
-			if cur.Status == task.CancelReconciling {
-				code, msg = "reconcile.cancel_unknown", "whether the provider stopped the job after the client's cancel stayed unknown through repeated looks; a person decides whether to charge"
-			}
-			_, err := task.Apply(ctx, tx, scanOrigin, cur, task.Transition{To: task.NeedsAttention, Reason: "reconcile: outcome unknown",
+			code, msg := giveUpReason(cur.Status, rounds)
+			_, err := task.Apply(ctx, tx, scanOrigin, cur, task.Transition{To: task.NeedsAttention, Reason: "reconcile: " + code,
 				Set: task.Fields{ErrorCode: &code, ErrorMessage: &msg}})
 			return err
 		}
@@ -158,7 +175,7 @@ func (r *reconciler) rescue(ctx context.Context, id uuid.UUID, status task.Statu
 			return err
 		}
 		out = rescued
-		_, err = task.Touch(ctx, tx, scanOrigin, cur, "reconcile: re-emitted "+events[0].Envelope.EventType, events...)
+		_, err = task.Touch(ctx, tx, scanOrigin, cur, rescueReason+events[0].Envelope.EventType, events...)
 		return err
 	})
 	if errors.Is(err, task.ErrStale) {
@@ -171,6 +188,31 @@ func (r *reconciler) rescue(ctx context.Context, id uuid.UUID, status task.Statu
 		r.Logger.WarnContext(ctx, "task needs attention", slog.String("task_id", id.String()))
 	}
 	return out, nil
+}
+
+// roundsWithoutProgress counts the scanner's re-emissions for a task since
+// anything else last moved or touched it.
+func roundsWithoutProgress(ctx context.Context, tx pgx.Tx, id uuid.UUID) (int, error) {
+	var n int
+	err := tx.QueryRow(ctx, `SELECT count(*) FROM task_events WHERE task_id = $1 AND version > coalesce(
+			(SELECT max(version) FROM task_events WHERE task_id = $1 AND reason NOT LIKE $2 || '%'), 0)`, id, rescueReason).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count re-emissions: %w", err)
+	}
+	return n, nil
+}
+
+// giveUpReason is the error code and message of a task the scanner hands
+// to a person.
+func giveUpReason(status task.Status, rounds int) (code, message string) {
+	switch status {
+	case task.Reconciling:
+		return "reconcile.submit_unknown", "the submit's outcome stayed unknown through repeated lookups; resubmitting could pay twice, so a person decides"
+	case task.CancelReconciling:
+		return "reconcile.cancel_unknown", "whether the provider stopped the job after the client's cancel stayed unknown through repeated looks; a person decides whether to charge"
+	}
+	return "reconcile.no_progress", fmt.Sprintf("the reconciler re-emitted the %s step %d times and the task did not move; "+
+		"the stage's logs and the quarantine (adapter quarantine list) say why; a person decides", status, rounds)
 }
 
 // lostPoll re-emits the live poll chain's message: the same poll_at, so if

@@ -160,8 +160,7 @@ func TestScanHandsARepeatedlyLostLookupToAPerson(t *testing.T) {
 		VALUES ($1::uuid, 1, 'sim', 'm', $1::uuid::text || '-1', 'crid', 'SUBMIT_UNKNOWN')`, stuck.ID)
 	require.NoError(t, err)
 	for i := range 4 {
-		_, err = b.pool.Exec(t.Context(), `UPDATE generation_tasks SET updated_at = now() - interval '1 hour' WHERE task_id = $1`, stuck.ID)
-		require.NoError(t, err)
+		b.age(t, stuck.ID)
 		rep, err := b.scanner.Scan(t.Context())
 		require.NoError(t, err)
 		if i < 3 {
@@ -174,6 +173,89 @@ func TestScanHandsARepeatedlyLostLookupToAPerson(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, task.NeedsAttention, got.Status)
 	require.Equal(t, "reconcile.submit_unknown", got.ErrorCode)
+}
+
+// age makes a task look an hour old again and its events published, as
+// they would be an hour after the last scan re-emitted its step.
+func (b *scanBundle) age(t *testing.T, id uuid.UUID) {
+	t.Helper()
+	_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET updated_at = now() - interval '1 hour',
+		next_retry_at = now() - interval '1 hour' WHERE task_id = $1`, id)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(t.Context(), `UPDATE outbox_events SET published_at = now() WHERE published_at IS NULL`)
+	require.NoError(t, err)
+}
+
+// TestScanHandsATaskThatDoesNotMoveToAPerson: in every state the scanner
+// re-emits a step a bounded number of times; a task that still does not
+// move (its stage refuses the step every time) ends in NEEDS_ATTENTION
+// with a reason, instead of being re-emitted every few minutes for ever.
+func TestScanHandsATaskThatDoesNotMoveToAPerson(t *testing.T) {
+	t.Parallel()
+	for _, status := range []task.Status{task.Queued, task.WaitingRetry, task.Submitting, task.Fetching} {
+		t.Run(string(status), func(t *testing.T) {
+			t.Parallel()
+			b := scanSetup(t)
+			stuck := b.stuckTask(t, status, time.Hour)
+			for i := range 4 {
+				b.age(t, stuck.ID)
+				rep, err := b.scanner.Scan(t.Context())
+				require.NoError(t, err)
+				if i < 3 {
+					require.Equal(t, 1, rep.Rescued[status], "scan %d re-emits", i)
+				} else {
+					require.Equal(t, 1, rep.NeedsAttention, "scan %d gives up", i)
+				}
+			}
+			got, err := task.Get(t.Context(), b.pool, stuck.ID)
+			require.NoError(t, err)
+			require.Equal(t, task.NeedsAttention, got.Status)
+			require.Equal(t, "reconcile.no_progress", got.ErrorCode)
+			require.Contains(t, got.ErrorMessage, string(status))
+		})
+	}
+}
+
+// TestScanCountsOnlyRoundsWithoutProgress: a step still in the outbox is
+// not re-emitted and not counted (the relay or broker is down, not the
+// stage), and a task that moved in between starts counting again.
+func TestScanCountsOnlyRoundsWithoutProgress(t *testing.T) {
+	t.Parallel()
+	b := scanSetup(t)
+	stuck := b.stuckTask(t, task.Queued, time.Hour)
+	rep, err := b.scanner.Scan(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Rescued[task.Queued])
+	for range 5 { // the relay is down: the re-emitted submit is not published
+		_, err = b.pool.Exec(t.Context(), `UPDATE generation_tasks SET updated_at = now() - interval '1 hour' WHERE task_id = $1`, stuck.ID)
+		require.NoError(t, err)
+		rep, err = b.scanner.Scan(t.Context())
+		require.NoError(t, err)
+		require.Zero(t, rep.Rescued[task.Queued]+rep.NeedsAttention, "nothing to add while the last one waits in the outbox")
+	}
+	b.age(t, stuck.ID)
+	rep, err = b.scanner.Scan(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Rescued[task.Queued], "second round")
+
+	// A stage moved it (a wait recorded by submit): the count starts again.
+	require.NoError(t, pgx.BeginFunc(t.Context(), b.pool, func(tx pgx.Tx) error {
+		cur, err := task.Lock(t.Context(), tx, stuck.ID)
+		if err != nil {
+			return err
+		}
+		_, err = task.Touch(t.Context(), tx, task.Origin{Producer: "submit"}, cur, "provider 429")
+		return err
+	}))
+	for i := range 3 {
+		b.age(t, stuck.ID)
+		rep, err = b.scanner.Scan(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, 1, rep.Rescued[task.Queued], "round %d after progress", i)
+	}
+	got, err := task.Get(t.Context(), b.pool, stuck.ID)
+	require.NoError(t, err)
+	require.Equal(t, task.Queued, got.Status)
 }
 
 func TestScanSettlesTerminalTasksStillHoldingCredits(t *testing.T) {

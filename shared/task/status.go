@@ -37,7 +37,9 @@ func (s Status) Terminal() bool {
 func (s Status) Charged() bool { return s == Succeeded || s == CanceledWithOut }
 
 // transitions lists the legal moves. Any non-terminal state may also go to
-// FAILED (a permanent error or the maximum wait), checked in [Legal].
+// FAILED (a permanent error or the maximum wait) and to NEEDS_ATTENTION (a
+// failure no retry can cure, a step re-emitted without progress: a person
+// decides, the reservation stays held), checked in [Legal].
 var transitions = map[Status][]Status{
 	Queued:            {Submitting, Canceled, WaitingRetry},
 	Submitting:        {ProviderRunning, WaitingRetry, Reconciling},
@@ -54,7 +56,7 @@ func Legal(from, to Status) bool {
 	if from.Terminal() {
 		return false
 	}
-	if to == Failed {
+	if to == Failed || to == NeedsAttention {
 		return true
 	}
 	return slices.Contains(transitions[from], to)
