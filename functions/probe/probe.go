@@ -91,6 +91,9 @@ func (s *prober) work(ctx context.Context, ev envelope.Envelope) error {
 			})
 		}
 		if err != nil {
+			if missing := stage.SourceMissing(ctx, s.Blob, asset.ObjectKey); missing != nil {
+				return stage.Escalate(ctx, s.Pool, consumer, ev, o, t.ID, missing, s.Logger)
+			}
 			return outcome.Retryable("media.probe_failed", err)
 		}
 		probe = &p

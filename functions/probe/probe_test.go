@@ -207,3 +207,22 @@ func TestProbeOfAnotherTasksAssetIsRefused(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, statusOf(t, err))
 	require.Equal(t, task.MediaProcessing, b.reload(t).Status)
 }
+
+// TestAMissingOutputNeedsAttention: an output that is no longer in storage
+// cannot be probed on any delivery: the task goes to NEEDS_ATTENTION
+// naming the object, instead of being retried until the dead-letter queue.
+func TestAMissingOutputNeedsAttention(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	key := "tenants/x/tasks/" + b.task.ID.String() + "/output/video.mp4"
+	assetID := sourceAsset(t, b.pool, b.task, key, 1024)
+	id := uuid.NewString()
+	require.NoError(t, b.deliver(t, id, assetID), "answered: the task holds the reason")
+
+	got := b.reload(t)
+	require.Equal(t, task.NeedsAttention, got.Status)
+	require.Equal(t, "media.source_missing", got.ErrorCode)
+	require.Contains(t, got.ErrorMessage, key)
+	require.Equal(t, "APPLIED", inboxResult(t, b.pool, catalog.GroupProbe.Name, id))
+	require.Empty(t, storedEvents(t, b.pool, catalog.EventPostprocess))
+}

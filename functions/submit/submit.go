@@ -256,6 +256,12 @@ func (s *submitter) record(ctx context.Context, ev envelope.Envelope, o task.Ori
 			return inbox.Applied, task.Fail(ctx, tx, o, t, "provider.rejected", "the provider refused the request: "+callErr.Error())
 		}
 	})
+	if stage.IsUncurable(err) {
+		// A job id another attempt already holds, say: the same answer
+		// would be refused on every delivery.
+		err = stage.Escalate(ctx, s.Pool, s.consumer, ev, o, id, err, log)
+		release = err == nil && t.ID == id
+	}
 	if err == nil && release {
 		stage.ReleaseSlots(ctx, s.Slots, stage.GenerationSlots(t, s.Provider.Name(), s.Journey), log)
 	}

@@ -242,3 +242,35 @@ func TestWaitingForASlotNeverFailsTheTask(t *testing.T) {
 	require.NoError(t, b.deliver(t, uuid.NewString()))
 	require.Equal(t, task.ProviderRunning, b.reload(t).Status)
 }
+
+// TestAJobIDAnotherAttemptHoldsNeedsAttention: a provider that hands out
+// a job id already recorded for another task's attempt (the simulator of a
+// restarted `make run` did) cannot be recorded on any delivery: the task
+// goes to NEEDS_ATTENTION with the reason at once, instead of SUBMITTING
+// retried for ever, and the other task is left alone.
+func TestAJobIDAnotherAttemptHoldsNeedsAttention(t *testing.T) {
+	t.Parallel()
+	b := setup(t, accepted)
+	require.NoError(t, b.deliver(t, uuid.NewString()))
+	first := b.reload(t)
+	require.Equal(t, task.ProviderRunning, first.Status)
+
+	second := stagetest.NewTask(t, b.pool, nil)
+	id := uuid.NewString()
+	env, err := envelope.New(envelope.NewParams{EventID: id, EventType: catalog.EventSubmitRequested, Producer: "api",
+		AggregateType: task.AggregateType, AggregateID: second.ID.String(), TenantID: second.TenantID.String(),
+		Payload: task.SubmitRequested{TaskID: second.ID, Version: 1}})
+	require.NoError(t, err)
+	ce, err := env.ToCloudEvent()
+	require.NoError(t, err)
+	_, err = b.fn.Handle(t.Context(), ce)
+	require.NoError(t, err, "answered: the task holds the reason")
+
+	got, err := task.Get(t.Context(), b.pool, second.ID)
+	require.NoError(t, err)
+	require.Equal(t, task.NeedsAttention, got.Status)
+	require.Equal(t, "db.unique_violation", got.ErrorCode)
+	require.Contains(t, got.ErrorMessage, "task_attempts_provider_job_key")
+	require.Equal(t, "APPLIED", stagetest.InboxResult(t, b.pool, catalog.GroupSubmit.Name, id))
+	require.Equal(t, first, b.reload(t), "the task that holds the job is untouched")
+}

@@ -107,6 +107,11 @@ func (s *transcoder) work(ctx context.Context, ev envelope.Envelope) error {
 	var obj blob.Object
 	if !exists {
 		obj, err = s.make(ctx, t, source, d)
+		if err != nil && !background {
+			if missing := stage.SourceMissing(ctx, s.Blob, source.ObjectKey); missing != nil {
+				return stage.Escalate(ctx, s.Pool, consumer, ev, task.FromEnvelope(Name, ev), t.ID, missing, s.Logger)
+			}
+		}
 		var mediaErr *media.ExitError
 		if err != nil && d.kind != "PROXY" && errors.As(err, &mediaErr) {
 			// An optional derivative ffmpeg cannot make must not hold a

@@ -273,3 +273,27 @@ func countSucceeded(t *testing.T, b *testBundle) int {
 	}
 	return n
 }
+
+// TestAMissingSourceNeedsAttention: an output that is no longer in storage
+// cannot be transcoded on any delivery: the task goes to NEEDS_ATTENTION
+// naming the object, instead of media.proxy_failed retried delivery after
+// delivery.
+func TestAMissingSourceNeedsAttention(t *testing.T) {
+	t.Parallel()
+	b, _ := setup(t, true)
+	key, err := blob.Key(b.task.TenantID.String(), b.task.ID.String(), "output", "video.mp4")
+	require.NoError(t, err)
+	require.NoError(t, b.store.Delete(t.Context(), key))
+
+	id := uuid.NewString()
+	require.NoError(t, b.deliver(t, id, catalog.TagTranscodeProxy), "answered: the task holds the reason")
+	got := b.reload(t)
+	require.Equal(t, task.NeedsAttention, got.Status)
+	require.Equal(t, "media.source_missing", got.ErrorCode)
+	require.Contains(t, got.ErrorMessage, key)
+	require.Equal(t, "APPLIED", inboxResult(t, b.pool, catalog.GroupTranscode.Name, id))
+
+	// Another step of the same task, arriving later, finds it handed over.
+	require.NoError(t, b.deliver(t, uuid.NewString(), catalog.TagThumbnail))
+	require.Equal(t, got, b.reload(t))
+}
