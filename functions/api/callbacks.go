@@ -31,6 +31,10 @@ type CallbackParser interface {
 
 var _ CallbackParser = provider.Client(nil)
 
+// errNotThisAttempt: a callback whose job carries another attempt's client
+// request id than the attempt recorded with its job id.
+type errNotThisAttempt struct{ error }
+
 // providerCallback serves POST /v1/provider-callbacks/{provider}. A
 // verified callback about a job of ours becomes a provider.callback.received
 // event for the poll stage, which asks the provider for the job's state
@@ -67,9 +71,14 @@ func (s *Server) providerCallback(w http.ResponseWriter, r *http.Request) *apiEr
 	defer cancel()
 	var taskID uuid.UUID
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `SELECT task_id FROM task_attempts WHERE provider = $1 AND provider_job_id = $2`, name, job.ID).Scan(&taskID)
+		var clientRequestID string
+		err := tx.QueryRow(ctx, `SELECT task_id, client_request_id FROM task_attempts WHERE provider = $1 AND provider_job_id = $2`,
+			name, job.ID).Scan(&taskID, &clientRequestID)
 		if err != nil {
 			return err
+		}
+		if err := provider.CheckIdentity(name, provider.CheckedAtCallback, job, clientRequestID); err != nil {
+			return errNotThisAttempt{err}
 		}
 		t, err := task.Get(ctx, tx, taskID)
 		if err != nil {
@@ -82,7 +91,13 @@ func (s *Server) providerCallback(w http.ResponseWriter, r *http.Request) *apiEr
 		}
 		return outbox.Write(ctx, tx, ev)
 	})
+	var mismatch errNotThisAttempt
 	switch {
+	case errors.As(err, &mismatch):
+		// The job id is one of ours, the job is not: another run's or
+		// another attempt's job with a reused id. Never applied.
+		s.log.WarnContext(ctx, "provider callback refused", slog.String("provider", name), slog.String("provider_job_id", job.ID),
+			slog.String("task_id", taskID.String()), slog.String("error", mismatch.Error()), slog.String("request_id", requestID(ctx)))
 	case errors.Is(err, pgx.ErrNoRows):
 		// Not ours, or its submit answer is not recorded yet; polling
 		// covers the second case.

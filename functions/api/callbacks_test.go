@@ -6,7 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aivedio/pipeline/functions/stage/stagetest"
 	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
 )
@@ -48,9 +50,17 @@ func TestProviderCallbacks(t *testing.T) {
 		r := callback(fakeProvider, "good", `{"id":"job-of-someone-else"}`)
 		require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.body)
 	})
+	t.Run("our job id, another attempt's job", func(t *testing.T) {
+		// A provider that reused job-1 for another request (a restarted
+		// simulator did): the callback carries that request's id.
+		before := stagetest.IdentityMismatches(t, fakeProvider, provider.CheckedAtCallback)
+		r := callback(fakeProvider, "good", `{"id":"job-1","client_request_id":"crid-of-another-run"}`)
+		require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.body)
+		require.Equal(t, before+1, stagetest.IdentityMismatches(t, fakeProvider, provider.CheckedAtCallback))
+	})
 	require.Empty(t, b.outboxPayloads(t, id, catalog.EventCallbackReceived), "nothing is written for refused callbacks")
 
-	r := callback(fakeProvider, "good", `{"id":"job-1"}`)
+	r := callback(fakeProvider, "good", `{"id":"job-1","client_request_id":"crid-1"}`)
 	require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.body)
 	require.Equal(t, []map[string]any{{"provider": fakeProvider, "provider_job_id": "job-1"}},
 		b.outboxPayloads(t, id, catalog.EventCallbackReceived))

@@ -236,10 +236,11 @@ func (fakeParser) ParseCallback(h http.Header, body []byte, _ time.Time) (provid
 		return provider.Job{}, &provider.Error{Class: provider.ClassRejected, Message: "bad signature"}
 	}
 	var j struct {
-		ID string `json:"id"`
+		ID              string `json:"id"`
+		ClientRequestID string `json:"client_request_id"`
 	}
 	if err := json.Unmarshal(body, &j); err != nil {
 		return provider.Job{}, &provider.Error{Class: provider.ClassMalformed, Err: errors.New("not json")}
 	}
-	return provider.Job{ID: j.ID, Status: provider.StatusSucceeded}, nil
+	return provider.Job{ID: j.ID, ClientRequestID: j.ClientRequestID, Status: provider.StatusSucceeded}, nil
 }

@@ -139,6 +139,18 @@ func (s *poller) callback(ctx context.Context, ev envelope.Envelope) error {
 	return s.apply(ctx, ev, consumer, t, task.PollDue{TaskID: t.ID, AttemptID: attemptID}, job, nil)
 }
 
+// checkIdentity refuses (refused non-nil) a job that carries another
+// attempt's client request id than the attempt recorded with its job id:
+// its state, output and cost are not this task's.
+func (s *poller) checkIdentity(ctx context.Context, t task.Task, job provider.Job) (refused, err error) {
+	var clientRequestID string
+	if err := s.Pool.QueryRow(ctx, `SELECT client_request_id FROM task_attempts WHERE task_id = $1 AND provider_job_id = $2`,
+		t.ID, t.ProviderJobID).Scan(&clientRequestID); err != nil {
+		return nil, fmt.Errorf("read attempt of job %s: %w", t.ProviderJobID, err)
+	}
+	return provider.CheckIdentity(t.Provider, provider.CheckedAtPoll, job, clientRequestID), nil
+}
+
 func (s *poller) get(ctx context.Context, jobID string) (provider.Job, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
@@ -149,6 +161,20 @@ func (s *poller) get(ctx context.Context, jobID string) (provider.Job, error) {
 func (s *poller) apply(ctx context.Context, ev envelope.Envelope, consumer string, t task.Task, due task.PollDue, job provider.Job, getErr error) error {
 	o := task.FromEnvelope(Name, ev)
 	log := s.Logger.With(slog.String("task_id", t.ID.String()), slog.String("event_id", ev.EventID))
+	if getErr == nil {
+		refused, err := s.checkIdentity(ctx, t, job)
+		if err != nil {
+			return err
+		}
+		if refused != nil {
+			log.WarnContext(ctx, "provider job refused", slog.String("error", refused.Error()))
+			err := stage.Escalate(ctx, s.Pool, consumer, ev, o, t.ID, stage.Uncurable("provider.identity_mismatch", refused), log)
+			if err == nil {
+				stage.ReleaseSlots(ctx, s.Slots, stage.GenerationSlots(t, t.Provider, s.Journey), log)
+			}
+			return err
+		}
+	}
 	switch class := provider.ClassOf(getErr); {
 	case getErr == nil && job.Status == provider.StatusSucceeded:
 		return s.end(ctx, ev, consumer, t, log, func(tx pgx.Tx, cur task.Task) error {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aivedio/pipeline/functions/poll"
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/functions/stage/stagetest"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/dbtest"
@@ -333,4 +334,35 @@ func TestAnotherTenantsPollIsRefused(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, statusOf(t, err))
 	require.Equal(t, task.ProviderRunning, b.reload(t).Status)
 	require.Zero(t, b.fake.calls())
+}
+
+// TestAJobOfAnotherAttemptIsNotApplied: a poll whose job carries another
+// request's client request id (the job id was reused) applies nothing of
+// it, neither its success nor its output: the task goes to NEEDS_ATTENTION
+// naming both ids, and the refusal is counted.
+func TestAJobOfAnotherAttemptIsNotApplied(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(int) (provider.Job, error) {
+		return provider.Job{ID: jobID, ClientRequestID: "crid-of-another-run", Status: provider.StatusSucceeded,
+			OutputURL: "https://provider.example/out.mp4", Progress: 100}, nil
+	})
+	before := stagetest.IdentityMismatches(t, providerName, provider.CheckedAtPoll)
+	require.NoError(t, b.poll(t, uuid.NewString(), *b.task.NextPollAt))
+
+	got := b.reload(t)
+	require.Equal(t, task.NeedsAttention, got.Status)
+	require.Equal(t, "provider.identity_mismatch", got.ErrorCode)
+	require.Contains(t, got.ErrorMessage, "crid-of-another-run")
+	require.Empty(t, storedEvents(t, b.pool, catalog.EventFetchRequested), "no fetch of another attempt's output")
+	require.Empty(t, storedEvents(t, b.pool, catalog.EventSettleRequested), "nothing charged")
+	require.Equal(t, before+1, stagetest.IdentityMismatches(t, providerName, provider.CheckedAtPoll))
+	require.Zero(t, b.slotsHeld(t), "the task's slots are freed")
+
+	// A job that echoes this attempt's own id is applied as before.
+	var ok *testBundle
+	ok = setup(t, func(int) (provider.Job, error) {
+		return provider.Job{ID: jobID, ClientRequestID: ok.attemptID.String(), Status: provider.StatusSucceeded, OutputURL: "https://provider.example/out.mp4"}, nil
+	})
+	require.NoError(t, ok.poll(t, uuid.NewString(), *ok.task.NextPollAt))
+	require.Equal(t, task.Fetching, ok.reload(t).Status)
 }

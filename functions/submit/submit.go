@@ -99,6 +99,14 @@ func (s *submitter) work(ctx context.Context, ev envelope.Envelope) error {
 		return err
 	}
 	job, callErr := s.call(ctx, t, *a)
+	if callErr == nil {
+		if idErr := provider.CheckIdentity(s.Provider.Name(), provider.CheckedAtSubmit, job, a.ClientRequestID); idErr != nil {
+			// Not this attempt's job: record nothing of it, and find this
+			// attempt's own job (if any) the way a lost answer is found.
+			log.WarnContext(ctx, "provider answer refused", slog.String("error", idErr.Error()))
+			callErr = &provider.Error{Class: provider.ClassMalformed, Message: "submit answer refused", Err: idErr}
+		}
+	}
 	log.InfoContext(ctx, "provider submit", slog.Int("attempt", a.No), slog.String("provider_class", string(provider.ClassOf(callErr))))
 	return s.record(ctx, ev, origin, t.ID, *a, job, callErr, log)
 }

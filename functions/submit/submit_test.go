@@ -274,3 +274,27 @@ func TestAJobIDAnotherAttemptHoldsNeedsAttention(t *testing.T) {
 	require.Equal(t, "APPLIED", stagetest.InboxResult(t, b.pool, catalog.GroupSubmit.Name, id))
 	require.Equal(t, first, b.reload(t), "the task that holds the job is untouched")
 }
+
+// TestAnAnswerForAnotherAttemptIsNotApplied: a submit answer that carries
+// another request's client request id is not this attempt's job: nothing
+// of it is recorded, it is counted, and the attempt's own job is looked
+// up as for a lost answer.
+func TestAnAnswerForAnotherAttemptIsNotApplied(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(int) (provider.Job, error) {
+		return provider.Job{ID: "job-of-another-run", ClientRequestID: "crid-of-another-run", Status: provider.StatusQueued}, nil
+	})
+	before := stagetest.IdentityMismatches(t, "fake", provider.CheckedAtSubmit)
+	require.NoError(t, b.deliver(t, uuid.NewString()))
+
+	got := b.reload(t)
+	require.Equal(t, task.Reconciling, got.Status)
+	require.Empty(t, got.ProviderJobID)
+	var status string
+	var jobID *string
+	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT status, provider_job_id FROM task_attempts WHERE task_id = $1`, b.task.ID).Scan(&status, &jobID))
+	require.Equal(t, "SUBMIT_UNKNOWN", status)
+	require.Nil(t, jobID, "the other attempt's job id is not recorded")
+	require.Equal(t, 1, b.pending(t, catalog.EventReconcileDue))
+	require.Equal(t, before+1, stagetest.IdentityMismatches(t, "fake", provider.CheckedAtSubmit))
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/provider/replicate"
 	"github.com/aivedio/pipeline/shared/telemetry"
 )
@@ -82,6 +83,7 @@ func run(ctx context.Context) (err error) {
 	}
 
 	reg := telemetry.NewRegistry()
+	reg.MustRegister(provider.IdentityCollector())
 	srv := api.New(api.Options{
 		Pool: pool, Redis: rdb, Blob: store, Callbacks: parsers, Limits: cfg.API,
 		Models: cfg.API.Models, Price: billing.DefaultPrice,

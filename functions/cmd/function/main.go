@@ -24,6 +24,7 @@ import (
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/media"
+	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/telemetry"
 )
 
@@ -63,7 +64,7 @@ func newService(f *function.Function) *fcloudevents.Service {
 	// A Knative Service exposes one port, so the stage's metrics share it:
 	// work time per stage and outcome, inbox outcomes, ffmpeg CPU.
 	reg := telemetry.NewRegistry()
-	reg.MustRegister(stage.Collector(), inbox.Collector())
+	reg.MustRegister(stage.Collector(), inbox.Collector(), provider.IdentityCollector())
 	reg.MustRegister(media.Collectors()...)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("/", stage.HTTPHandler(f.Handle))

@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/aivedio/pipeline/shared/media"
 	"github.com/aivedio/pipeline/shared/media/mediatest"
 	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/servicetest"
 	"github.com/aivedio/pipeline/shared/task"
 )
@@ -146,4 +148,26 @@ func RemoveAfter(t *testing.T, store *blob.Store, keys ...string) {
 func NewTool(t *testing.T) *media.Tool {
 	t.Helper()
 	return media.New(config.Media{FFmpegPath: mediatest.FFmpeg(t), FFprobePath: mediatest.FFprobe(t)})
+}
+
+// IdentityMismatches reads aivedio_provider_identity_mismatches_total for
+// one provider and place, 0 before the first.
+func IdentityMismatches(t *testing.T, providerName, where string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(provider.IdentityCollector())
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["provider"] == providerName && labels["where"] == where {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
