@@ -68,7 +68,8 @@ var constructors = map[string]Constructor{
 			Timeout: d.ProviderTimeout, Logger: d.Logger}), nil
 	},
 	fetch.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
-		return fetch.New(fetch.Params{Pool: d.Pool, Provider: d.Provider, Blob: d.Blob, Timeout: d.ProviderTimeout, Logger: d.Logger}), nil
+		return fetch.New(fetch.Params{Pool: d.Pool, Provider: d.Provider, Blob: d.Blob, Timeout: d.ProviderTimeout,
+			Journey: d.Journey, Logger: d.Logger}), nil
 	},
 	probe.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
 		return probe.New(probe.Params{Pool: d.Pool, Blob: d.Blob, Media: d.Media, Logger: d.Logger}), nil

@@ -50,6 +50,8 @@ func realServices(t *testing.T) {
 	t.Setenv("POLL_MAX_INTERVAL", "3s")
 	t.Setenv("SUBMIT_RETRY_BASE", "500ms")
 	t.Setenv("SUBMIT_RETRY_MAX", "4s")
+	t.Setenv("FETCH_RETRY_BASE", "500ms")
+	t.Setenv("FETCH_RETRY_MAX", "4s")
 	t.Setenv("RECONCILE_DELAY", "2s")
 	t.Setenv("LOCAL_DATA_DIR", t.TempDir())
 }

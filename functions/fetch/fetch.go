@@ -8,11 +8,18 @@
 // response body is piped into a multipart upload that computes the
 // sha256 on the way.
 //
-// An output that is not ready yet is a retryable failure (the adapter backs
-// off). An output URL that expired is asked for again once; when the
-// provider cannot give a fresh one the task FAILS with that reason. A new
-// generation is never started to replace a lost output: that would charge
-// the provider twice for one request.
+// An output that is not ready yet, or a provider that answers 429 or 503,
+// is a business wait, not a failure (seed 7.10.3): the delivery is
+// answered, the wait is recorded on the task's timeline, and a delayed
+// fetch is scheduled on asset.fetch.delay, short first and longer later
+// (FETCH_RETRY_BASE doubling up to FETCH_RETRY_MAX, or the provider's
+// Retry-After), until FETCH_MAX_WAIT after the first try, when the task
+// FAILS with provider.output_not_ready. The delayed fetch carries the
+// task's state and version (task.Wait): one that no longer holds is a
+// stale no-op. An output URL that expired is asked for again once; when
+// the provider cannot give a fresh one the task FAILS with that reason. A
+// new generation is never started to replace a lost output: that would
+// charge the provider twice for one request.
 package fetch
 
 import (
@@ -21,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,6 +38,7 @@ import (
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/outcome"
@@ -46,6 +55,7 @@ type Params struct {
 	Provider provider.Client
 	Blob     *blob.Store
 	Timeout  time.Duration // bound of one provider API call (not of the download)
+	Journey  config.Journey
 	Logger   *slog.Logger
 }
 
@@ -70,7 +80,7 @@ func (f *fetcher) work(ctx context.Context, ev envelope.Envelope) error {
 	if err != nil {
 		return err
 	}
-	if !task.FetchActs(t) {
+	if !task.FetchActs(t) || !req.Holds(t) {
 		return stage.Noop(ctx, f.Pool, consumer, ev)
 	}
 	o := task.FromEnvelope(Name, ev)
@@ -89,6 +99,9 @@ func (f *fetcher) work(ctx context.Context, ev envelope.Envelope) error {
 				return task.Fail(ctx, tx, o, cur, "provider.output_expired",
 					"the provider's output expired before it could be stored; the generation was not repeated")
 			})
+		}
+		if waits(err) {
+			return f.wait(ctx, ev, consumer, o, t, req, err)
 		}
 		if err != nil {
 			return err
@@ -119,6 +132,50 @@ func (f *fetcher) work(ctx context.Context, ev envelope.Envelope) error {
 }
 
 var errExpired = errors.New("output expired")
+
+// waits reports whether a failed download is a business wait: the output
+// is not there yet, or the provider asks us to come back later.
+func waits(err error) bool {
+	switch provider.ClassOf(err) {
+	case provider.ClassOutputNotReady, provider.ClassRateLimited, provider.ClassUnavailable:
+		return true
+	}
+	return false
+}
+
+// wait records a business wait in ev's inbox-protected transaction: a
+// timeline row on the task (its version moves, so an older delayed fetch
+// goes stale) and the next fetch, delayed; or, past FETCH_MAX_WAIT since
+// the first try, the task's failure.
+func (f *fetcher) wait(ctx context.Context, ev envelope.Envelope, consumer string, o task.Origin, t task.Task, req task.FetchRequested, cause error) error {
+	return stage.DoLocked(ctx, f.Pool, consumer, ev, t.ID, task.Fetching, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
+		now := time.Now()
+		since := req.WaitingSince
+		if since.IsZero() {
+			since = now
+		}
+		class := provider.ClassOf(cause)
+		if waited := now.Sub(since); waited >= f.Journey.FetchMaxWait {
+			return task.Fail(ctx, tx, o, cur, "provider.output_not_ready", fmt.Sprintf(
+				"the provider's output was still not available %s after the first try (FETCH_MAX_WAIT %s, %d tries; last answer: %s); the generation was not repeated",
+				waited.Round(time.Second), f.Journey.FetchMaxWait, req.RetryAttempt+1, class))
+		}
+		attempt := req.RetryAttempt + 1
+		at := now.Add(stage.Backoff(attempt-1, f.Journey.FetchRetryBase, f.Journey.FetchRetryMax, provider.RetryAfterOf(cause), rand.Float64())).
+			UTC().Truncate(time.Microsecond)
+		next := task.FetchRequested{TaskID: cur.ID, AttemptID: req.AttemptID, Wait: task.Wait{
+			ExpectedStatus: task.Fetching, ExpectedVersion: cur.Version + 1, NotBefore: at,
+			Reason: "provider." + string(class), RetryAttempt: attempt, WaitingSince: since.UTC().Truncate(time.Microsecond),
+		}}
+		e, err := o.Event(cur, catalog.EventFetchRequested, catalog.AssetFetchDelay, "", next, at)
+		if err != nil {
+			return err
+		}
+		_, err = task.Touch(ctx, tx, o, cur, fmt.Sprintf("output not available (provider %s): fetch again at %s (retry %d)",
+			class, at.Format(time.RFC3339), attempt), e)
+		return err
+	})
+}
 
 // download streams the job's output into key. It asks the provider for the
 // job first: output URLs are short-lived, the job's current one is freshest.

@@ -19,10 +19,14 @@ import (
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/task"
 )
+
+var journey = config.Journey{FetchRetryBase: 2 * time.Second, FetchRetryMax: time.Minute, FetchMaxWait: 10 * time.Minute}
 
 type testBundle struct {
 	pool      *pgxpool.Pool
@@ -42,7 +46,7 @@ func setup(t *testing.T, download func(n int) (provider.Output, error)) *testBun
 	b.task, b.attemptID = fetchingTask(t, b.pool)
 	b.key = outputKey(t, b.task)
 	removeAfter(t, b.store, b.key)
-	b.fn = fetch.New(fetch.Params{Pool: b.pool, Provider: b.fake, Blob: b.store, Timeout: 5 * time.Second})
+	b.fn = fetch.New(fetch.Params{Pool: b.pool, Provider: b.fake, Blob: b.store, Timeout: 5 * time.Second, Journey: journey})
 	return b
 }
 
@@ -168,32 +172,109 @@ func TestEarlierUploadIsAdopted(t *testing.T) {
 	require.Len(t, storedEvents(t, b.pool, catalog.EventPostprocess), 1)
 }
 
-func TestOutputNotReadyIsRetried(t *testing.T) {
+// TestOutputNotReadyIsAWait: an output the provider has not made ready is
+// a business wait (seed 7.10.3), not a broker retry: the delivery is
+// answered, the wait is on the task's timeline, and a delayed fetch is
+// scheduled, sooner first and later after; it carries the task's state
+// and version, so an older one goes stale.
+func TestOutputNotReadyIsAWait(t *testing.T) {
 	t.Parallel()
 	ready, _ := video(32<<10, true)
 	b := setup(t, func(n int) (provider.Output, error) {
-		if n == 1 {
+		if n <= 2 {
 			return failing(provider.ClassOutputNotReady)(n)
 		}
 		return ready(n)
 	})
 	id := uuid.NewString()
-	err := b.deliver(t, id)
-	require.Equal(t, http.StatusInternalServerError, statusOf(t, err), "not ready yet: the adapter backs off and redelivers")
+	before := time.Now()
+	require.NoError(t, b.deliver(t, id), "answered: the adapter ACKs, no delivery attempt is spent")
+	require.Equal(t, "APPLIED", inboxResult(t, b.pool, catalog.GroupFetch.Name, id))
 
 	got := b.reload(t)
 	require.Equal(t, task.Fetching, got.Status)
-	require.Equal(t, b.task.Version, got.Version)
+	require.Equal(t, b.task.Version+1, got.Version, "the wait is on the timeline")
 	require.Empty(t, assets(t, b.pool, b.task.ID))
-	require.Empty(t, storedEvents(t, b.pool, catalog.EventPostprocess))
-	require.Empty(t, inboxResult(t, b.pool, catalog.GroupFetch.Name, id), "nothing recorded: the redelivery gets its chance")
-	_, err = b.store.Stat(t.Context(), b.key)
-	require.ErrorIs(t, err, blob.ErrNotFound)
+	first := b.delayedFetch(t, 1)
+	require.Equal(t, catalog.AssetFetchDelay.Name, first.Topic.Name)
+	req := b.payload(t, first)
+	require.Equal(t, task.Wait{ExpectedStatus: task.Fetching, ExpectedVersion: got.Version, NotBefore: req.NotBefore,
+		Reason: "provider.output_not_ready", RetryAttempt: 1, WaitingSince: req.WaitingSince}, req.Wait)
+	require.True(t, first.DeliverAt.Equal(req.NotBefore))
+	requireWithin(t, first.DeliverAt, before, journey.FetchRetryBase/2, journey.FetchRetryBase)
 
-	// The redelivery, once the output is ready.
-	require.NoError(t, b.deliver(t, id))
+	// The delayed fetch: still not ready, a longer wait.
+	before = time.Now()
+	require.NoError(t, b.deliverPayload(t, uuid.NewString(), req))
+	second := b.payload(t, b.delayedFetch(t, 2))
+	require.Equal(t, 2, second.RetryAttempt)
+	require.True(t, second.WaitingSince.Equal(req.WaitingSince), "the maximum counts from the first try")
+	requireWithin(t, second.NotBefore, before, journey.FetchRetryBase, 2*journey.FetchRetryBase)
+
+	// The first delayed fetch again (a duplicate of another message id, or
+	// a reconciler's copy): its version no longer holds.
+	stale := uuid.NewString()
+	require.NoError(t, b.deliverPayload(t, stale, req))
+	require.Equal(t, "STALE_NOOP", inboxResult(t, b.pool, catalog.GroupFetch.Name, stale))
+
+	// Ready now.
+	require.NoError(t, b.deliverPayload(t, uuid.NewString(), second))
 	require.Equal(t, task.MediaProcessing, b.reload(t).Status)
 	require.Len(t, assets(t, b.pool, b.task.ID), 1)
+}
+
+// TestAWaitIsBounded: an output still not ready FETCH_MAX_WAIT after the
+// first try fails the task, clearly, and releases its credits.
+func TestAWaitIsBounded(t *testing.T) {
+	t.Parallel()
+	for _, class := range []provider.Class{provider.ClassOutputNotReady, provider.ClassRateLimited, provider.ClassUnavailable} {
+		t.Run(string(class), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, failing(class))
+			require.NoError(t, b.deliver(t, uuid.NewString()))
+			req := b.payload(t, b.delayedFetch(t, 1))
+			req.WaitingSince = time.Now().Add(-journey.FetchMaxWait - time.Second)
+			require.NoError(t, b.deliverPayload(t, uuid.NewString(), req))
+
+			got := b.reload(t)
+			require.Equal(t, task.Failed, got.Status)
+			require.Equal(t, "provider.output_not_ready", got.ErrorCode)
+			require.Contains(t, got.ErrorMessage, "FETCH_MAX_WAIT")
+			require.Contains(t, got.ErrorMessage, string(class))
+			require.Len(t, storedEvents(t, b.pool, catalog.EventSettleRequested), 1)
+		})
+	}
+}
+
+// delayedFetch is the n-th fetch the stage scheduled, waiting for it.
+func (b *testBundle) delayedFetch(t *testing.T, n int) outbox.Stored {
+	t.Helper()
+	fetches := storedEvents(t, b.pool, catalog.EventFetchRequested)
+	require.Len(t, fetches, n)
+	return fetches[n-1]
+}
+
+func (b *testBundle) payload(t *testing.T, e outbox.Stored) task.FetchRequested {
+	t.Helper()
+	var req task.FetchRequested
+	require.NoError(t, json.Unmarshal(e.Envelope.Payload, &req))
+	require.Equal(t, b.task.ID, req.TaskID)
+	require.Equal(t, b.attemptID, req.AttemptID)
+	return req
+}
+
+func (b *testBundle) deliverPayload(t *testing.T, eventID string, req task.FetchRequested) error {
+	t.Helper()
+	_, err := b.fn.Handle(t.Context(), cloudEvent(t, b.task, eventID, catalog.EventFetchRequested, req))
+	return err
+}
+
+// requireWithin checks that at lies between lo and hi after from (and a
+// second of slack for the test itself).
+func requireWithin(t *testing.T, at, from time.Time, lo, hi time.Duration) {
+	t.Helper()
+	require.False(t, at.Before(from.Add(lo)), "%s is sooner than %s after %s", at, lo, from)
+	require.False(t, at.After(from.Add(hi+time.Second)), "%s is later than %s after %s", at, hi, from)
 }
 
 func TestOutputExpiredTwiceFails(t *testing.T) {

@@ -86,6 +86,7 @@ var (
 	GenerationPollDelay   = Topic{"generation.poll.delay", "generation.poll", Delay}
 	GenerationCallback    = Topic{"generation.callback", "generation.callback", Normal}
 	AssetFetch            = Topic{"asset.fetch", "asset.fetch", Normal}
+	AssetFetchDelay       = Topic{"asset.fetch.delay", "asset.fetch", Delay}
 	AssetPostprocess      = Topic{"asset.postprocess", "asset.postprocess", Normal}
 	RenderExport          = Topic{"render.export", "render.export", Normal}
 	BillingSettle         = Topic{"billing.settle", "billing.settle", Normal}
@@ -97,7 +98,7 @@ var (
 func Topics() []Topic {
 	return []Topic{
 		GenerationSubmit, GenerationSubmitDelay, GenerationPollDelay, GenerationCallback,
-		AssetFetch, AssetPostprocess, RenderExport, BillingSettle, GenerationStateFIFO, ReconcileDelay,
+		AssetFetch, AssetFetchDelay, AssetPostprocess, RenderExport, BillingSettle, GenerationStateFIFO, ReconcileDelay,
 	}
 }
 
@@ -139,7 +140,7 @@ var (
 	GroupSubmit    = Group{"cg.scheduler.submit.v1", "submit", 16, false, []Subscription{{GenerationSubmit, []string{EventSubmitRequested}}, {GenerationSubmitDelay, []string{EventSubmitRequested}}}}
 	GroupPoll      = Group{"cg.provider.poll.v1", "poll", 16, false, []Subscription{{GenerationPollDelay, []string{EventPollDue}}}}
 	GroupCallback  = Group{"cg.callback.apply.v1", "poll", 16, false, []Subscription{{GenerationCallback, []string{EventCallbackReceived}}}}
-	GroupFetch     = Group{"cg.asset.fetch.v1", "fetch", 16, false, []Subscription{{AssetFetch, []string{EventFetchRequested}}}}
+	GroupFetch     = Group{"cg.asset.fetch.v1", "fetch", 16, false, []Subscription{{AssetFetch, []string{EventFetchRequested}}, {AssetFetchDelay, []string{EventFetchRequested}}}}
 	GroupProbe     = Group{"cg.asset.probe.v1", "probe", 16, false, []Subscription{{AssetPostprocess, []string{TagProbe}}}}
 	GroupTranscode = Group{"cg.asset.transcode.v1", "transcode", 16, false, []Subscription{{AssetPostprocess, []string{TagTranscodeProxy, TagThumbnail, TagWaveform}}}}
 	GroupRender    = Group{"cg.render.export.v1", "render", 8, false, []Subscription{{RenderExport, []string{EventRenderRequested}}}}

@@ -277,6 +277,9 @@ type Journey struct {
 	SlotsPerModel   int           `envconfig:"SLOTS_PER_MODEL" default:"32" desc:"provider jobs of one model at once"`
 	SlotsPerProv    int           `envconfig:"SLOTS_PER_PROVIDER" default:"64" desc:"provider jobs at one provider at once"`
 	SlotLease       time.Duration `envconfig:"SLOT_LEASE" default:"45m" desc:"a slot not released by then is free again (a crashed stage cannot leak it)"`
+	FetchRetryBase  time.Duration `envconfig:"FETCH_RETRY_BASE" default:"2s" desc:"first wait before fetching again an output the provider has not made ready (or answered 429/503 for)"`
+	FetchRetryMax   time.Duration `envconfig:"FETCH_RETRY_MAX" default:"1m" desc:"longest wait between two fetches of an output that is not ready; waits grow up to it"`
+	FetchMaxWait    time.Duration `envconfig:"FETCH_MAX_WAIT" default:"15m" desc:"an output still not ready this long after the first try fails the task"`
 	ScanGrace       time.Duration `envconfig:"RECONCILE_SCAN_GRACE" default:"2m" desc:"how far past its due time a task must be before the scanner re-emits its event"`
 	StuckAfter      time.Duration `envconfig:"RECONCILE_STUCK_AFTER" default:"15m" desc:"a task fetching or processing media this long without change gets its step re-emitted"`
 	OutboxStale     time.Duration `envconfig:"OUTBOX_STALE_AFTER" default:"5m" desc:"an unpublished outbox row this old is reported (metric and log) for alerting"`
@@ -293,6 +296,8 @@ func (j Journey) Validate() error {
 		return errors.New("SUBMIT_RETRY_BASE must be positive and SUBMIT_RETRY_MAX at least as long")
 	case j.MaxRetries < 1 || j.ReconcileRounds < 1:
 		return errors.New("SUBMIT_MAX_RETRIES and RECONCILE_MAX_ROUNDS must be at least 1")
+	case j.FetchRetryBase <= 0 || j.FetchRetryMax < j.FetchRetryBase || j.FetchMaxWait < j.FetchRetryMax:
+		return errors.New("FETCH_RETRY_BASE must be positive, FETCH_RETRY_MAX at least as long, and FETCH_MAX_WAIT at least FETCH_RETRY_MAX")
 	case j.ReconcileAfter <= 0:
 		return errors.New("RECONCILE_DELAY must be positive")
 	case j.SlotsPerTenant < 1 || j.SlotsPerModel < 1 || j.SlotsPerProv < 1:

@@ -223,10 +223,14 @@ func decideCallback(s state, p task.CallbackReceived) Verdict {
 		at(t), t.ProviderJobID, t.Provider)
 }
 
-func decideFetch(s state, _ task.FetchRequested) Verdict {
+func decideFetch(s state, p task.FetchRequested) Verdict {
 	t := s.task
 	if !task.FetchActs(t) {
 		return stale("fetch.stale", "the task is %s, not FETCHING: the fetch stage would record a stale no-op", at(t))
+	}
+	if !p.Holds(t) {
+		return stale("fetch.stale", "the delayed fetch expects the task %s at version %d, and it is %s: the fetch stage would record a stale no-op",
+			p.ExpectedStatus, p.ExpectedVersion, at(t))
 	}
 	for _, a := range s.effects.Assets {
 		if a.Kind == "SOURCE" {

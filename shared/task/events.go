@@ -53,10 +53,13 @@ type (
 		Provider      string `json:"provider"`
 		ProviderJobID string `json:"provider_job_id"`
 	}
-	// FetchRequested asks the fetch stage to store an attempt's output.
+	// FetchRequested asks the fetch stage to store an attempt's output. A
+	// fetch the stage put off because the output was not ready is a
+	// delayed one and carries a [Wait].
 	FetchRequested struct {
 		TaskID    uuid.UUID `json:"task_id" payload:"required"`
 		AttemptID uuid.UUID `json:"attempt_id"`
+		Wait
 	}
 	// Postprocess asks for one media step (the tag) on an asset.
 	Postprocess struct {
@@ -89,6 +92,27 @@ type (
 		Round     int       `json:"round,omitempty"` // lookups already made for this attempt
 	}
 )
+
+// Wait is what a delayed event of a business wait carries (seed 7.12.1):
+// the state and version the task must still be in for the event to act
+// (else it is a stale no-op), when it is due, why, and the how-manieth
+// retry it is. Zero for an event that is no wait.
+type Wait struct {
+	ExpectedStatus  Status    `json:"expected_status,omitempty"`
+	ExpectedVersion int64     `json:"expected_version,omitempty"`
+	NotBefore       time.Time `json:"not_before,omitzero"`
+	Reason          string    `json:"reason,omitempty"`
+	RetryAttempt    int       `json:"retry_attempt,omitempty"`
+	// WaitingSince is when the first try of the wait failed: the wait's
+	// maximum counts from it.
+	WaitingSince time.Time `json:"waiting_since,omitzero"`
+}
+
+// Holds reports whether t is still in the state and version w expects: an
+// event that is no wait always holds.
+func (w Wait) Holds(t Task) bool {
+	return w.ExpectedVersion == 0 || (t.Status == w.ExpectedStatus && t.Version == w.ExpectedVersion)
+}
 
 // Event builds an outbox event about task t caused by o. deliverAt is set
 // only for DELAY topics; tag defaults to the event type.
