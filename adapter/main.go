@@ -58,6 +58,9 @@ func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return errors.New(usage)
 	}
+	if answerHelp(args, os.Stdout) {
+		return nil
+	}
 	switch args[0] {
 	case "migrate":
 		return runMigrate(ctx, args[1:])

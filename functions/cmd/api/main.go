@@ -37,6 +37,13 @@ import (
 const shutdownGrace = 20 * time.Second
 
 func main() {
+	if config.HelpRequested(os.Args[1:]) {
+		if err := config.PrintUsage(os.Stdout, "usage: api\n  serves the public HTTP API (README, \"Public API\"); configured by the environment only", &config.APIServer{}); err != nil {
+			fmt.Fprintln(os.Stderr, "api:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx); err != nil {

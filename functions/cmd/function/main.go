@@ -16,12 +16,15 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	fcloudevents "knative.dev/func-go/cloudevents"
 
 	function "github.com/aivedio/pipeline"
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/media"
 	"github.com/aivedio/pipeline/shared/provider"
@@ -29,6 +32,15 @@ import (
 )
 
 func main() {
+	if config.HelpRequested(os.Args[1:]) {
+		usage := "usage: function\n  serves the stage named by STAGE (" + strings.Join(catalog.Stages(), ", ") + ") as a CloudEvents function\n" +
+			"  on LISTEN_ADDRESS ([::]:8080 when unset); configured by the environment only"
+		if err := config.PrintUsage(os.Stdout, usage, &config.StageFunction{}); err != nil {
+			fmt.Fprintln(os.Stderr, "function:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := newService(function.New()).Start(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "function:", err)
 		os.Exit(1)

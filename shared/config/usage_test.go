@@ -1,0 +1,32 @@
+package config_test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aivedio/pipeline/shared/config"
+)
+
+func TestHelpRequested(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"-help"}, {"x", "--help"}} {
+		require.True(t, config.HelpRequested(args), "%v", args)
+	}
+	for _, args := range [][]string{nil, {"help-me"}, {"--helpful"}, {"-x"}} {
+		require.False(t, config.HelpRequested(args), "%v", args)
+	}
+}
+
+// TestPrintUsageListsTheEnvironment: a command configured by environment
+// answers -h with every variable it reads, its default and its meaning.
+func TestPrintUsageListsTheEnvironment(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	require.NoError(t, config.PrintUsage(&out, "usage: function", &config.StageFunction{}))
+	for _, want := range []string{"usage: function", "DATABASE_URL", "FETCH_MAX_WAIT", "15m", "STAGE"} {
+		require.Contains(t, out.String(), want)
+	}
+	require.NotContains(t, out.String(), "SOURCE_WORKERS", "the stage function reads no adapter settings")
+}
