@@ -61,7 +61,7 @@ type options struct {
 }
 
 func defaultOptions() options {
-	return options{apiAddr: "127.0.0.1:8080", logFormat: "text", workers: 8, sim: providersim.DefaultOptions()}
+	return options{apiAddr: "127.0.0.1:8080", logFormat: "text", workers: config.DefaultSourceWorkers, sim: providersim.DefaultOptions()}
 }
 
 func (o *options) register(fs *flag.FlagSet) {

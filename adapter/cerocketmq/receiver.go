@@ -1,6 +1,7 @@
 package cerocketmq
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"sync"
@@ -10,14 +11,17 @@ import (
 	"github.com/cloudevents/sdk-go/v2/protocol"
 
 	"github.com/aivedio/pipeline/adapter/mq"
+	"github.com/aivedio/pipeline/shared/config"
 )
 
 // ReceiverParams tunes a Receiver.
 type ReceiverParams struct {
-	// Batch is how many messages one broker receive asks for; 16 when zero.
+	// Batch is how many messages one broker receive asks for;
+	// config.DefaultSourceWorkers when zero, as the source adapter takes.
 	Batch int
 	// Invisible is how long a received message stays hidden from the group
-	// while it is handled; 30 s when zero (RocketMQ's minimum is 10 s).
+	// while it is handled; config.DefaultSourceInvisible when zero, as the
+	// source adapter takes (RocketMQ's minimum is 10 s).
 	Invisible time.Duration
 	// RetryDelay gives the invisible duration after a failed attempt;
 	// exponential from 10 s, capped at 10 min, when nil.
@@ -40,12 +44,8 @@ var _ protocol.Receiver = (*Receiver)(nil)
 
 // NewReceiver reads from consumer.
 func NewReceiver(consumer mq.Consumer, params ReceiverParams) *Receiver {
-	if params.Batch == 0 {
-		params.Batch = 16
-	}
-	if params.Invisible == 0 {
-		params.Invisible = 30 * time.Second
-	}
+	params.Batch = cmp.Or(params.Batch, config.DefaultSourceWorkers)
+	params.Invisible = cmp.Or(params.Invisible, config.DefaultSourceInvisible)
 	if params.RetryDelay == nil {
 		params.RetryDelay = ExponentialDelay(10*time.Second, 10*time.Minute)
 	}

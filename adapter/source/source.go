@@ -32,6 +32,7 @@
 package source
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -45,6 +46,7 @@ import (
 	"github.com/aivedio/pipeline/adapter/cerocketmq"
 	"github.com/aivedio/pipeline/adapter/mq"
 	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/quarantine"
@@ -59,13 +61,16 @@ type Params struct {
 	Consumers  []mq.Consumer
 	Deliverer  Deliverer
 	Quarantine quarantine.Execer // where poison is recorded
-	// Workers bounds concurrent deliveries; 8 when zero. Receive asks for no
-	// more messages than there are free workers, so prefetch is bounded too.
+	// Workers bounds concurrent deliveries; config.DefaultSourceWorkers
+	// when zero. Receive asks for no more messages than there are free
+	// workers, so prefetch is bounded too.
 	Workers int
 	// Invisible is how long a received message stays hidden while it is
-	// handled; 60 s when zero. It must exceed HandlerTimeout.
+	// handled; config.DefaultSourceInvisible when zero. It must exceed
+	// HandlerTimeout.
 	Invisible time.Duration
-	// HandlerTimeout bounds one delivery; 30 s when zero.
+	// HandlerTimeout bounds one delivery; config.DefaultSourceHandlerTimeout
+	// when zero.
 	HandlerTimeout time.Duration
 	// RetryDelay gives the backoff after a failed attempt; exponential from
 	// 10 s (RocketMQ's minimum invisible time) to 10 min when nil.
@@ -88,15 +93,9 @@ func New(p Params) *Source {
 	if len(p.Consumers) == 0 || p.Deliverer == nil || p.Quarantine == nil || p.Group.Name == "" {
 		panic("source.New: Group, Consumers, Deliverer and Quarantine are required")
 	}
-	if p.Workers <= 0 {
-		p.Workers = 8
-	}
-	if p.Invisible <= 0 {
-		p.Invisible = 60 * time.Second
-	}
-	if p.HandlerTimeout <= 0 {
-		p.HandlerTimeout = 30 * time.Second
-	}
+	p.Workers = cmp.Or(max(p.Workers, 0), config.DefaultSourceWorkers)
+	p.Invisible = cmp.Or(max(p.Invisible, 0), config.DefaultSourceInvisible)
+	p.HandlerTimeout = cmp.Or(max(p.HandlerTimeout, 0), config.DefaultSourceHandlerTimeout)
 	if p.RetryDelay == nil {
 		p.RetryDelay = cerocketmq.ExponentialDelay(10*time.Second, 10*time.Minute)
 	}

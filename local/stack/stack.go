@@ -10,6 +10,7 @@
 package stack
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,7 @@ import (
 	"github.com/aivedio/pipeline/functions/reconcile"
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/config"
 )
 
 // Broker opens the stack's producer and consumers.
@@ -44,12 +46,11 @@ type Broker interface {
 type Params struct {
 	Deps   functions.Deps
 	Broker Broker
-	// Workers per consumer group; 8 when zero.
-	Workers int
-	// Invisible is the receive invisible duration; 30 s when zero (at
-	// least RocketMQ's 10 s).
-	Invisible time.Duration
-	// HandlerTimeout bounds one delivery; 20 s when zero.
+	// Workers per consumer group, Invisible (the receive invisible
+	// duration) and HandlerTimeout (the bound of one delivery): the source
+	// adapter's defaults (config.DefaultSource*) when zero, as deployed.
+	Workers        int
+	Invisible      time.Duration
 	HandlerTimeout time.Duration
 	// RetryMin is the first redelivery backoff; 10 s (RocketMQ's minimum)
 	// when zero. The emulator accepts shorter.
@@ -72,15 +73,9 @@ func New(p Params) (*Stack, error) {
 	if p.Deps.Pool == nil || p.Broker == nil {
 		return nil, errors.New("stack: Deps.Pool and Broker are required")
 	}
-	if p.Workers <= 0 {
-		p.Workers = 8
-	}
-	if p.Invisible <= 0 {
-		p.Invisible = 30 * time.Second
-	}
-	if p.HandlerTimeout <= 0 {
-		p.HandlerTimeout = 20 * time.Second
-	}
+	p.Workers = cmp.Or(max(p.Workers, 0), config.DefaultSourceWorkers)
+	p.Invisible = cmp.Or(max(p.Invisible, 0), config.DefaultSourceInvisible)
+	p.HandlerTimeout = cmp.Or(max(p.HandlerTimeout, 0), config.DefaultSourceHandlerTimeout)
 	if p.RetryMin <= 0 {
 		p.RetryMin = 10 * time.Second
 	}

@@ -166,6 +166,15 @@ func (r Relay) Validate() error {
 	return nil
 }
 
+// The source adapter's defaults: the Source block's (its default tags say
+// the same, checked by a test), and what adapter/source, the CloudEvents
+// receiver and `go run ./local` take for zero.
+const (
+	DefaultSourceWorkers        = 16
+	DefaultSourceInvisible      = 60 * time.Second
+	DefaultSourceHandlerTimeout = 30 * time.Second
+)
+
 // Source tunes a source adapter.
 type Source struct {
 	SinkURL        string        `envconfig:"SOURCE_SINK_URL" desc:"URL of the stage function the adapter delivers to (binary-mode CloudEvents POST)"`

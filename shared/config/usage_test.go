@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"bytes"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -29,4 +30,18 @@ func TestPrintUsageListsTheEnvironment(t *testing.T) {
 		require.Contains(t, out.String(), want)
 	}
 	require.NotContains(t, out.String(), "SOURCE_WORKERS", "the stage function reads no adapter settings")
+}
+
+// TestSourceDefaultsAreSaidOnce: the Source block's default tags are the
+// exported defaults every other reader of those knobs takes for zero.
+func TestSourceDefaultsAreSaidOnce(t *testing.T) {
+	for _, v := range []string{"SOURCE_WORKERS", "SOURCE_INVISIBLE", "SOURCE_HANDLER_TIMEOUT"} {
+		t.Setenv(v, "") // restored when the test ends
+		require.NoError(t, os.Unsetenv(v))
+	}
+	var s config.Source
+	require.NoError(t, config.Load(&s))
+	require.Equal(t, config.DefaultSourceWorkers, s.Workers)
+	require.Equal(t, config.DefaultSourceInvisible, s.Invisible)
+	require.Equal(t, config.DefaultSourceHandlerTimeout, s.HandlerTimeout)
 }

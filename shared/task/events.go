@@ -149,15 +149,3 @@ func (o Origin) correlation(t Task) string {
 	}
 	return t.ID.String()
 }
-
-// Delay returns when a DELAY-topic event due after d should be delivered,
-// clamped to the broker's maximum.
-func Delay(now time.Time, d time.Duration) time.Time {
-	if d > outbox.MaxDelay-time.Minute {
-		d = outbox.MaxDelay - time.Minute
-	}
-	if d < 0 {
-		d = 0
-	}
-	return now.Add(d)
-}
