@@ -72,7 +72,7 @@ func (s *prober) work(ctx context.Context, ev envelope.Envelope) error {
 	if !task.PostprocessActs(t) {
 		return stage.Noop(ctx, s.Pool, consumer, ev)
 	}
-	asset, err := stage.ReadAsset(ctx, s.Pool, t.ID, req.AssetID)
+	asset, err := stage.ReadAsset(ctx, s.Pool, t, req.AssetID)
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ func (s *prober) work(ctx context.Context, ev envelope.Envelope) error {
 				return err
 			}
 		}
-		a, err := stage.ReadAsset(ctx, tx, t.ID, req.AssetID)
+		a, err := stage.ReadAsset(ctx, tx, t, req.AssetID)
 		if err != nil {
 			return err
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/dbtest"
 	"github.com/aivedio/pipeline/shared/media/mediatest"
+	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
@@ -225,4 +226,22 @@ func TestAMissingOutputNeedsAttention(t *testing.T) {
 	require.Contains(t, got.ErrorMessage, key)
 	require.Equal(t, "APPLIED", inboxResult(t, b.pool, catalog.GroupProbe.Name, id))
 	require.Empty(t, storedEvents(t, b.pool, catalog.EventPostprocess))
+}
+
+// TestAnAssetOfAnotherTenantIsASecurityError: the asset names this task,
+// but another tenant owns it (seed 7.15.3): refused as
+// security.tenant_mismatch, whatever the task says.
+func TestAnAssetOfAnotherTenantIsASecurityError(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	stranger := processingTask(t, b.pool) // a task of another tenant
+	assetID := sourceAsset(t, b.pool, b.task, "tenants/x/tasks/y/output/video.mp4", 1024)
+	_, err := b.pool.Exec(t.Context(), `UPDATE assets SET tenant_id = $2 WHERE asset_id = $1`, assetID, stranger.TenantID)
+	require.NoError(t, err)
+
+	err = b.deliver(t, uuid.NewString(), assetID)
+	require.Equal(t, http.StatusUnprocessableEntity, statusOf(t, err))
+	_, code := outcome.Of(outcome.FromResult(err))
+	require.Equal(t, "security.tenant_mismatch", code)
+	require.Equal(t, task.MediaProcessing, b.reload(t).Status)
 }

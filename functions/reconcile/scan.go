@@ -239,7 +239,7 @@ func (r *reconciler) lostMedia(ctx context.Context, tx pgx.Tx, t task.Task) ([]o
 	if err := tx.QueryRow(ctx, `SELECT asset_id FROM assets WHERE task_id = $1 AND kind = 'SOURCE'`, t.ID).Scan(&assetID); err != nil {
 		return nil, fmt.Errorf("output of task in media processing: %w", err)
 	}
-	source, err := stage.ReadAsset(ctx, tx, t.ID, assetID)
+	source, err := stage.ReadAsset(ctx, tx, t, assetID)
 	if err != nil {
 		return nil, err
 	}

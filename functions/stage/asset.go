@@ -10,6 +10,7 @@ import (
 
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/outcome"
+	"github.com/aivedio/pipeline/shared/task"
 )
 
 // Asset is the part of an assets row the media stages read.
@@ -24,25 +25,32 @@ type Asset struct {
 	DurationMS int64
 }
 
-// ReadAsset reads a task's asset. An asset that does not exist or belongs
-// to another task is permanent: the event is wrong, not early.
+// ReadAsset reads task t's asset. An asset that does not exist or belongs
+// to another task is permanent: the event is wrong, not early. One whose
+// tenant is not the task's is a security error (seed 7.15.3: the asset's
+// tenant is checked, not only its task), quarantined, never auto-fixed.
 func ReadAsset(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}, taskID, assetID uuid.UUID) (Asset, error) {
+}, t task.Task, assetID uuid.UUID) (Asset, error) {
+	taskID := t.ID
 	var a Asset
-	var task *uuid.UUID
+	var owner *uuid.UUID
 	err := q.QueryRow(ctx, `SELECT asset_id, tenant_id, task_id, kind, object_key, probe IS NOT NULL, audio_codec IS NOT NULL, coalesce(duration_ms, 0)
-		FROM assets WHERE asset_id = $1`, assetID).Scan(&a.ID, &a.TenantID, &task, &a.Kind, &a.ObjectKey, &a.Probed, &a.HasAudio, &a.DurationMS)
+		FROM assets WHERE asset_id = $1`, assetID).Scan(&a.ID, &a.TenantID, &owner, &a.Kind, &a.ObjectKey, &a.Probed, &a.HasAudio, &a.DurationMS)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Asset{}, outcome.Permanentf("asset.not_found", "asset %s does not exist", assetID)
 	}
 	if err != nil {
 		return Asset{}, fmt.Errorf("read asset %s: %w", assetID, err)
 	}
-	if task == nil || *task != taskID {
+	if owner == nil || *owner != taskID {
 		return Asset{}, outcome.Permanentf("asset.wrong_task", "asset %s is not an output of task %s", assetID, taskID)
 	}
-	a.TaskID = *task
+	if a.TenantID != t.TenantID {
+		return Asset{}, outcome.Permanentf("security.tenant_mismatch", "asset %s of task %s belongs to tenant %s, not to the task's tenant %s",
+			assetID, taskID, a.TenantID, t.TenantID)
+	}
+	a.TaskID = *owner
 	return a, nil
 }
 

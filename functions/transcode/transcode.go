@@ -96,7 +96,7 @@ func (s *transcoder) work(ctx context.Context, ev envelope.Envelope) error {
 	if !task.PostprocessActs(t) && !background {
 		return stage.Noop(ctx, s.Pool, consumer, ev)
 	}
-	source, err := stage.ReadAsset(ctx, s.Pool, t.ID, req.AssetID)
+	source, err := stage.ReadAsset(ctx, s.Pool, t, req.AssetID)
 	if err != nil {
 		return err
 	}
