@@ -4,11 +4,13 @@
 //
 // Publishing never waits for a subscriber: one that is slow or absent
 // misses the push (the API's stream drops it, not the chain), and the
-// facts stay in task_events. A change may be pushed twice (the stage runs
-// at least once per event); it carries its event id and task version so
-// clients drop repeats. Notify keeps no inbox row: a push has no effect to
-// protect, and skipping the database keeps this stage off the core chain's
-// critical resource.
+// facts stay in task_events. Each version of a task is pushed once: a
+// redelivered change, or one older than a version already pushed, is
+// dropped by an atomic check of the task's last pushed version in Redis
+// (live.PublishNewer); after Redis lost its data a repeat can reach
+// clients, which drop versions they have seen. Notify keeps no inbox row:
+// the version watermark is its idempotency, and skipping the database
+// keeps this stage off the core chain's critical resource.
 package notify
 
 import (
@@ -50,8 +52,12 @@ func New(p Params) *stage.Function {
 		if c.TaskID.String() != ev.AggregateID {
 			return outcome.Permanentf("payload.invalid", "state change of task %s arrived as an event about %s", c.TaskID, ev.AggregateID)
 		}
-		_, err = live.Publish(ctx, p.Redis, live.Change{EventID: ev.EventID, TaskID: c.TaskID, TenantID: c.TenantID,
+		pushed, err := live.PublishNewer(ctx, p.Redis, live.Change{EventID: ev.EventID, TaskID: c.TaskID, TenantID: c.TenantID,
 			From: string(c.From), To: string(c.To), Version: c.Version, Progress: c.Progress, ErrorCode: c.ErrorCode, At: c.At})
+		if err == nil && !pushed {
+			p.Logger.DebugContext(ctx, "state change not pushed: this or a newer version of the task was pushed already",
+				slog.String("task_id", c.TaskID.String()), slog.Int64("version", c.Version))
+		}
 		return err
 	}
 	return stage.New(stage.Params{Name: Name, EventTypes: []string{catalog.EventTaskStateChanged}, Work: work, Logger: p.Logger})

@@ -83,14 +83,28 @@ func TestNotifyPublishesTheChangeWithItsEventIDAndVersion(t *testing.T) {
 	require.Equal(t, live.Change{EventID: env.EventID, TaskID: b.taskID, TenantID: b.tenantID,
 		From: string(task.Submitting), To: string(task.ProviderRunning), Version: 3, At: at}, got)
 
-	// A redelivery is pushed again, unchanged: clients drop it by version.
+	// A redelivery, and a change older than one pushed, are not pushed.
 	_, err = f.Handle(t.Context(), ce)
+	require.NoError(t, err)
+	older := b.event(t, b.tenantID, task.StateChanged{TaskID: b.taskID, TenantID: b.tenantID, From: task.Queued, To: task.Submitting, Version: 2, At: at})
+	oce, err := older.ToCloudEvent()
+	require.NoError(t, err)
+	_, err = f.Handle(t.Context(), oce)
+	require.NoError(t, err)
+	nothing, err := b.sub.ReceiveTimeout(t.Context(), 300*time.Millisecond)
+	require.Error(t, err, "received %v", nothing)
+
+	// The next version is.
+	next := b.event(t, b.tenantID, task.StateChanged{TaskID: b.taskID, TenantID: b.tenantID, From: task.ProviderRunning, To: task.Fetching, Version: 4, At: at})
+	nce, err := next.ToCloudEvent()
+	require.NoError(t, err)
+	_, err = f.Handle(t.Context(), nce)
 	require.NoError(t, err)
 	msg, err = b.sub.ReceiveMessage(ctx)
 	require.NoError(t, err)
-	again, err := live.Decode(msg.Payload)
+	got, err = live.Decode(msg.Payload)
 	require.NoError(t, err)
-	require.Equal(t, got, again)
+	require.Equal(t, int64(4), got.Version)
 }
 
 func TestNotifyRefusesAnEventThatDisagreesWithItsPayload(t *testing.T) {

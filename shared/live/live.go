@@ -5,9 +5,10 @@
 // Both are best effort by design. Redis pub/sub delivers to whoever listens
 // now and drops the rest, so a slow or absent subscriber never slows the
 // chain; PostgreSQL keeps the facts (task_events), and a client that missed
-// something reads the task. A change can arrive twice (the notify stage
-// runs at least once): each carries its task version so clients drop
-// repeats.
+// something reads the task. The notify stage runs at least once per change
+// and pushes each version of a task once ([PublishNewer]); a repeat can
+// still arrive after Redis lost its data, so each change carries its task
+// version for clients to drop what they have seen.
 package live
 
 import (
@@ -72,6 +73,42 @@ func Publish(ctx context.Context, rdb redis.UniversalClient, c Change) (int64, e
 		return 0, fmt.Errorf("publish change of task %s: %w", c.TaskID, err)
 	}
 	return n, nil
+}
+
+// publishNewer pushes a change only when its version is above the task's
+// last pushed one (KEYS[1]), and records it, in one atomic step: a
+// redelivered or replayed change is not pushed again.
+var publishNewer = redis.NewScript(`
+local seen = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tonumber(ARGV[1]) <= seen then
+	return -1
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return redis.call('PUBLISH', ARGV[3], ARGV[4])
+`)
+
+// PushedVersionTTL is how long the last pushed version of a task is kept:
+// a change redelivered within it is pushed once. After it, or after Redis
+// lost its data, a repeat may reach clients, which drop versions they
+// have seen.
+const PushedVersionTTL = 6 * time.Hour
+
+func versionKey(taskID uuid.UUID) string { return KeyPrefix + "pushed:" + taskID.String() }
+
+// PublishNewer is [Publish] for a change newer than every one pushed for
+// its task so far (within [PushedVersionTTL]); an older or repeated one is
+// not pushed, and pushed is false.
+func PublishNewer(ctx context.Context, rdb redis.UniversalClient, c Change) (pushed bool, err error) {
+	data, err := json.Marshal(c)
+	if err != nil {
+		return false, fmt.Errorf("encode change: %w", err)
+	}
+	n, err := publishNewer.Run(ctx, rdb, []string{versionKey(c.TaskID)},
+		c.Version, PushedVersionTTL.Milliseconds(), Channel(c.TenantID), data).Int64()
+	if err != nil {
+		return false, fmt.Errorf("publish change of task %s: %w", c.TaskID, err)
+	}
+	return n >= 0, nil
 }
 
 // Subscribe listens to one tenant's changes; the caller closes the PubSub.
