@@ -50,8 +50,8 @@ type (
 	}
 	// CallbackReceived carries a verified provider callback to the poll stage.
 	CallbackReceived struct {
-		Provider      string `json:"provider"`
-		ProviderJobID string `json:"provider_job_id"`
+		Provider      string `json:"provider" payload:"required"`
+		ProviderJobID string `json:"provider_job_id" payload:"required"`
 	}
 	// FetchRequested asks the fetch stage to store an attempt's output. A
 	// fetch the stage put off because the output was not ready is a
