@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/provider"
@@ -71,13 +72,12 @@ func (s *Server) providerCallback(w http.ResponseWriter, r *http.Request) *apiEr
 	defer cancel()
 	var taskID uuid.UUID
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var clientRequestID string
-		err := tx.QueryRow(ctx, `SELECT task_id, client_request_id FROM task_attempts WHERE provider = $1 AND provider_job_id = $2`,
-			name, job.ID).Scan(&taskID, &clientRequestID)
+		ours, err := attempt.OfProviderJob(ctx, tx, name, job.ID)
 		if err != nil {
 			return err
 		}
-		if err := provider.CheckIdentity(name, provider.CheckedAtCallback, job, clientRequestID); err != nil {
+		taskID = ours.TaskID
+		if err := provider.CheckIdentity(name, provider.CheckedAtCallback, job, ours.ClientRequestID); err != nil {
 			return errNotThisAttempt{err}
 		}
 		t, err := task.Get(ctx, tx, taskID)
@@ -98,7 +98,7 @@ func (s *Server) providerCallback(w http.ResponseWriter, r *http.Request) *apiEr
 		// another attempt's job with a reused id. Never applied.
 		s.log.WarnContext(ctx, "provider callback refused", slog.String("provider", name), slog.String("provider_job_id", job.ID),
 			slog.String("task_id", taskID.String()), slog.String("error", mismatch.Error()), slog.String("request_id", requestID(ctx)))
-	case errors.Is(err, pgx.ErrNoRows):
+	case errors.Is(err, attempt.ErrNotFound):
 		// Not ours, or its submit answer is not recorded yet; polling
 		// covers the second case.
 		s.log.InfoContext(ctx, "provider callback for an unknown job ignored", slog.String("provider", name),

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/task"
@@ -113,18 +114,16 @@ func (s *Server) cancelOnce(ctx context.Context, tx pgx.Tx, tenantID, id uuid.UU
 			var poll []outbox.Event
 			if cur.Status == task.ProviderRunning {
 				now := time.Now().UTC().Truncate(time.Microsecond)
-				var attemptID uuid.UUID
-				err := tx.QueryRow(ctx, `SELECT attempt_id FROM task_attempts WHERE task_id = $1 AND provider_job_id = $2`,
-					cur.ID, cur.ProviderJobID).Scan(&attemptID)
+				running, err := attempt.OfJob(ctx, tx, cur.ID, cur.ProviderJobID)
 				switch {
-				case errors.Is(err, pgx.ErrNoRows):
+				case errors.Is(err, attempt.ErrNotFound):
 					// No attempt names the job (not a state the stages
 					// leave): the chain's next poll reads the flag.
 				case err != nil:
 					return 0, taskRef{}, fmt.Errorf("attempt of running task %s: %w", cur.ID, err)
 				default:
 					e, err := origin.Event(cur, catalog.EventPollDue, catalog.GenerationPollDelay, "",
-						task.PollDue{TaskID: cur.ID, AttemptID: attemptID, PollAt: now}, now)
+						task.PollDue{TaskID: cur.ID, AttemptID: running.ID, PollAt: now}, now)
 					if err != nil {
 						return 0, taskRef{}, err
 					}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/live"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
@@ -30,17 +31,17 @@ type generationView struct {
 	Priority        int         `json:"priority"`
 	// MissingDerivatives: optional outputs (THUMBNAIL, WAVEFORM) the task
 	// finished without; they are retried in the background.
-	MissingDerivatives []string     `json:"missing_derivatives,omitempty"`
-	Attempts           []attempt    `json:"attempts"`
-	Outputs            []output     `json:"outputs"`
-	Error              *errorDetail `json:"error"`
-	CreatedAt          time.Time    `json:"created_at"`
-	UpdatedAt          time.Time    `json:"updated_at"`
+	MissingDerivatives []string      `json:"missing_derivatives,omitempty"`
+	Attempts           []attemptView `json:"attempts"`
+	Outputs            []output      `json:"outputs"`
+	Error              *errorDetail  `json:"error"`
+	CreatedAt          time.Time     `json:"created_at"`
+	UpdatedAt          time.Time     `json:"updated_at"`
 }
 
-// attempt is one submission to a provider. The provider's idempotency key
+// attemptView is one submission to a provider. The provider's idempotency key
 // and job id stay inside: they are ours, not the client's.
-type attempt struct {
+type attemptView struct {
 	AttemptNo        int        `json:"attempt_no"`
 	Status           string     `json:"status"`
 	Provider         string     `json:"provider"`
@@ -129,7 +130,7 @@ func viewOf(t task.Task) generationView {
 		TaskID: t.ID, Status: t.Status, Version: t.Version, Progress: t.Progress, CancelRequested: t.CancelRequested,
 		Model: t.Model, Prompt: t.Prompt, DurationSeconds: t.DurationSeconds, Resolution: t.Resolution,
 		InputAssetIDs: t.InputAssetIDs, Priority: t.Priority, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
-		Attempts: []attempt{}, Outputs: []output{}, MissingDerivatives: t.MissingDerivatives,
+		Attempts: []attemptView{}, Outputs: []output{}, MissingDerivatives: t.MissingDerivatives,
 	}
 	if v.InputAssetIDs == nil {
 		v.InputAssetIDs = []uuid.UUID{}
@@ -140,22 +141,17 @@ func viewOf(t task.Task) generationView {
 	return v
 }
 
-func readAttempts(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]attempt, error) {
-	rows, err := tx.Query(ctx, `SELECT attempt_no, status, provider, coalesce(error_code, ''), created_at,
-			request_started_at, response_at, updated_at
-		FROM task_attempts WHERE task_id = $1 ORDER BY attempt_no`, id)
+func readAttempts(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]attemptView, error) {
+	all, err := attempt.List(ctx, tx, id)
 	if err != nil {
 		return nil, err
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (attempt, error) {
-		var a attempt
-		err := row.Scan(&a.AttemptNo, &a.Status, &a.Provider, &a.ErrorCode, &a.CreatedAt, &a.RequestStartedAt, &a.ResponseAt, &a.UpdatedAt)
-		return a, err
-	})
-	if out == nil {
-		out = []attempt{}
+	out := make([]attemptView, len(all))
+	for i, a := range all {
+		out[i] = attemptView{AttemptNo: a.No, Status: string(a.Status), Provider: a.Provider, ErrorCode: a.ErrorCode,
+			CreatedAt: a.CreatedAt, RequestStartedAt: a.RequestStartedAt, ResponseAt: a.ResponseAt, UpdatedAt: a.UpdatedAt}
 	}
-	return out, err
+	return out, nil
 }
 
 func readOutputs(ctx context.Context, tx pgx.Tx, tenantID, id uuid.UUID) ([]output, error) {

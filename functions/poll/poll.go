@@ -29,6 +29,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/envelope"
@@ -120,11 +121,11 @@ func (s *poller) callback(ctx context.Context, ev envelope.Envelope) error {
 	// A callback names the job, not the attempt. Look the attempt up so
 	// that the fetch it asks for carries the same payload a poll's does:
 	// without this its attempt_id was the zero UUID.
-	var attemptID uuid.UUID
-	if err := s.Pool.QueryRow(ctx, `SELECT attempt_id FROM task_attempts WHERE task_id = $1 AND provider_job_id = $2`,
-		t.ID, t.ProviderJobID).Scan(&attemptID); err != nil {
-		return fmt.Errorf("read attempt of job %s: %w", t.ProviderJobID, err)
+	a, err := attempt.OfJob(ctx, s.Pool, t.ID, t.ProviderJobID)
+	if err != nil {
+		return err
 	}
+	attemptID := a.ID
 	if t.CancelRequested {
 		return s.cancelJob(ctx, ev, consumer, t, attemptID)
 	}
@@ -143,12 +144,11 @@ func (s *poller) callback(ctx context.Context, ev envelope.Envelope) error {
 // attempt's client request id than the attempt recorded with its job id:
 // its state, output and cost are not this task's.
 func (s *poller) checkIdentity(ctx context.Context, t task.Task, job provider.Job) (refused, err error) {
-	var clientRequestID string
-	if err := s.Pool.QueryRow(ctx, `SELECT client_request_id FROM task_attempts WHERE task_id = $1 AND provider_job_id = $2`,
-		t.ID, t.ProviderJobID).Scan(&clientRequestID); err != nil {
-		return nil, fmt.Errorf("read attempt of job %s: %w", t.ProviderJobID, err)
+	a, err := attempt.OfJob(ctx, s.Pool, t.ID, t.ProviderJobID)
+	if err != nil {
+		return nil, err
 	}
-	return provider.CheckIdentity(t.Provider, provider.CheckedAtPoll, job, clientRequestID), nil
+	return provider.CheckIdentity(t.Provider, provider.CheckedAtPoll, job, a.ClientRequestID), nil
 }
 
 func (s *poller) get(ctx context.Context, jobID string) (provider.Job, error) {
@@ -178,7 +178,7 @@ func (s *poller) apply(ctx context.Context, ev envelope.Envelope, consumer strin
 	switch class := provider.ClassOf(getErr); {
 	case getErr == nil && job.Status == provider.StatusSucceeded:
 		return s.end(ctx, ev, consumer, t, log, func(tx pgx.Tx, cur task.Task) error {
-			if err := setAttempt(ctx, tx, cur.ID, cur.ProviderJobID, "SUCCEEDED", "", ""); err != nil {
+			if err := attempt.End(ctx, tx, cur.ID, cur.ProviderJobID, attempt.Succeeded, "", ""); err != nil {
 				return err
 			}
 			fetch, err := o.Event(cur, catalog.EventFetchRequested, catalog.AssetFetch, "", task.FetchRequested{TaskID: cur.ID, AttemptID: due.AttemptID}, time.Time{})
@@ -195,7 +195,7 @@ func (s *poller) apply(ctx context.Context, ev envelope.Envelope, consumer strin
 			if job.ErrorMessage != "" {
 				msg += ": " + job.ErrorMessage
 			}
-			if err := setAttempt(ctx, tx, cur.ID, cur.ProviderJobID, "FAILED", job.ErrorCode, msg); err != nil {
+			if err := attempt.End(ctx, tx, cur.ID, cur.ProviderJobID, attempt.Failed, job.ErrorCode, msg); err != nil {
 				return err
 			}
 			return task.Fail(ctx, tx, o, cur, "provider.job_"+string(job.Status), msg)
@@ -203,7 +203,7 @@ func (s *poller) apply(ctx context.Context, ev envelope.Envelope, consumer strin
 	case class == provider.ClassNotFound:
 		return s.end(ctx, ev, consumer, t, log, func(tx pgx.Tx, cur task.Task) error {
 			msg := "the provider no longer knows job " + cur.ProviderJobID
-			if err := setAttempt(ctx, tx, cur.ID, cur.ProviderJobID, "FAILED", string(class), msg); err != nil {
+			if err := attempt.End(ctx, tx, cur.ID, cur.ProviderJobID, attempt.Failed, string(class), msg); err != nil {
 				return err
 			}
 			return task.Fail(ctx, tx, o, cur, "provider.job_lost", msg)
@@ -216,7 +216,7 @@ func (s *poller) apply(ctx context.Context, ev envelope.Envelope, consumer strin
 	if t.DeadlineAt != nil && now.After(*t.DeadlineAt) {
 		err := s.end(ctx, ev, consumer, t, log, func(tx pgx.Tx, cur task.Task) error {
 			msg := fmt.Sprintf("the provider did not finish within GENERATION_MAX_WAIT (%s)", s.Journey.MaxWait)
-			if err := setAttempt(ctx, tx, cur.ID, cur.ProviderJobID, "FAILED", "max_wait", msg); err != nil {
+			if err := attempt.End(ctx, tx, cur.ID, cur.ProviderJobID, attempt.Failed, "max_wait", msg); err != nil {
 				return err
 			}
 			return task.Fail(ctx, tx, o, cur, "provider.max_wait_exceeded", msg)
@@ -286,13 +286,4 @@ func (s *poller) end(ctx context.Context, ev envelope.Envelope, consumer string,
 		stage.ReleaseSlots(ctx, s.Slots, stage.GenerationSlots(t, t.Provider, s.Journey), log)
 	}
 	return err
-}
-
-func setAttempt(ctx context.Context, tx pgx.Tx, taskID uuid.UUID, jobID, status, code, msg string) error {
-	_, err := tx.Exec(ctx, `UPDATE task_attempts SET status = $3, error_code = nullif($4, ''), error_message = nullif($5, ''), updated_at = now()
-		WHERE task_id = $1 AND provider_job_id = $2`, taskID, jobID, status, code, msg)
-	if err != nil {
-		return fmt.Errorf("update attempt: %w", err)
-	}
-	return nil
 }

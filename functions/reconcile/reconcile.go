@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/envelope"
@@ -92,18 +93,15 @@ func (r *reconciler) work(ctx context.Context, ev envelope.Envelope) error {
 	if !task.ReconcileSubmitActs(t) {
 		return stage.Noop(ctx, r.Pool, consumer, ev)
 	}
-	var clientRequestID string
-	var startedAt time.Time
-	err = r.Pool.QueryRow(ctx, `SELECT client_request_id, coalesce(request_started_at, created_at) FROM task_attempts
-		WHERE attempt_id = $1 AND task_id = $2 AND status = 'SUBMIT_UNKNOWN'`, due.AttemptID, t.ID).Scan(&clientRequestID, &startedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
+	lost, err := attempt.Get(ctx, r.Pool, t.ID, due.AttemptID)
+	if errors.Is(err, attempt.ErrNotFound) || (err == nil && lost.Status != attempt.SubmitUnknown) {
 		return stage.Noop(ctx, r.Pool, consumer, ev)
 	}
 	if err != nil {
-		return fmt.Errorf("read attempt: %w", err)
+		return err
 	}
 	findCtx, cancel := context.WithTimeout(ctx, r.Timeout)
-	job, findErr := r.Provider.FindByClientRequestID(findCtx, clientRequestID, startedAt.Add(-lookBack))
+	job, findErr := r.Provider.FindByClientRequestID(findCtx, lost.ClientRequestID, lost.StartedAt().Add(-lookBack))
 	cancel()
 
 	o := task.FromEnvelope(Name, ev)
@@ -121,9 +119,8 @@ func (r *reconciler) work(ctx context.Context, ev envelope.Envelope) error {
 		now := time.Now()
 		switch provider.ClassOf(findErr) {
 		case "":
-			if _, err := tx.Exec(ctx, `UPDATE task_attempts SET status = 'ACCEPTED', provider_job_id = $2, updated_at = now() WHERE attempt_id = $1`,
-				due.AttemptID, job.ID); err != nil {
-				return "", fmt.Errorf("record found job: %w", err)
+			if err := attempt.Found(ctx, tx, due.AttemptID, job.ID); err != nil {
+				return "", err
 			}
 			pollAt := now.Add(r.Journey.PollFirst).UTC().Truncate(time.Microsecond)
 			poll, err := o.Event(cur, catalog.EventPollDue, catalog.GenerationPollDelay, "", task.PollDue{TaskID: cur.ID, AttemptID: due.AttemptID, PollAt: pollAt}, pollAt)
@@ -135,8 +132,8 @@ func (r *reconciler) work(ctx context.Context, ev envelope.Envelope) error {
 				Events: []outbox.Event{poll}})
 			return inbox.Applied, err
 		case provider.ClassNotFound:
-			if _, err := tx.Exec(ctx, `UPDATE task_attempts SET status = 'SUBMITTING', updated_at = now() WHERE attempt_id = $1`, due.AttemptID); err != nil {
-				return "", fmt.Errorf("reopen attempt: %w", err)
+			if err := attempt.Reopen(ctx, tx, due.AttemptID); err != nil {
+				return "", err
 			}
 			resubmit, err := o.Event(cur, catalog.EventSubmitRequested, catalog.GenerationSubmit, "", task.SubmitRequested{TaskID: cur.ID, Version: cur.Version + 1}, time.Time{})
 			if err != nil {

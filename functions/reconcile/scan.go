@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/task"
@@ -217,13 +218,12 @@ func giveUpReason(status task.Status, rounds int) (code, message string) {
 
 // lostPoll re-emits the live poll chain's message: the same poll_at, so if
 // the lost one turns up after all, one of the two is stale.
-func (r *reconciler) lostPoll(_ context.Context, tx pgx.Tx, t task.Task) ([]outbox.Event, error) {
-	var attemptID uuid.UUID
-	if err := tx.QueryRow(context.Background(), `SELECT attempt_id FROM task_attempts WHERE task_id = $1 AND provider_job_id = $2`,
-		t.ID, t.ProviderJobID).Scan(&attemptID); err != nil {
-		return nil, fmt.Errorf("attempt of running task: %w", err)
+func (r *reconciler) lostPoll(ctx context.Context, tx pgx.Tx, t task.Task) ([]outbox.Event, error) {
+	a, err := attempt.OfJob(ctx, tx, t.ID, t.ProviderJobID)
+	if err != nil {
+		return nil, err
 	}
-	e, err := scanOrigin.Event(t, catalog.EventPollDue, catalog.GenerationPollDelay, "", task.PollDue{TaskID: t.ID, AttemptID: attemptID, PollAt: *t.NextPollAt}, time.Now())
+	e, err := scanOrigin.Event(t, catalog.EventPollDue, catalog.GenerationPollDelay, "", task.PollDue{TaskID: t.ID, AttemptID: a.ID, PollAt: *t.NextPollAt}, time.Now())
 	return []outbox.Event{e}, err
 }
 
@@ -283,17 +283,15 @@ func (r *reconciler) lostLookup(ctx context.Context, tx pgx.Tx, t task.Task) ([]
 	if rescues >= maxRescues {
 		return nil, errGiveUp
 	}
-	var attemptID uuid.UUID
-	err := tx.QueryRow(ctx, `SELECT attempt_id FROM task_attempts WHERE task_id = $1 AND status = 'SUBMIT_UNKNOWN' ORDER BY attempt_no DESC LIMIT 1`,
-		t.ID).Scan(&attemptID)
-	if errors.Is(err, pgx.ErrNoRows) {
+	lost, err := attempt.Latest(ctx, tx, t.ID, attempt.SubmitUnknown)
+	if errors.Is(err, attempt.ErrNotFound) {
 		return nil, errGiveUp
 	}
 	if err != nil {
 		return nil, err
 	}
 	e, err := scanOrigin.Event(t, catalog.EventReconcileDue, catalog.ReconcileDelay, "",
-		task.ReconcileDue{TaskID: t.ID, AttemptID: attemptID, Reason: "scanner: lookup chain lost"}, time.Now())
+		task.ReconcileDue{TaskID: t.ID, AttemptID: lost.ID, Reason: "scanner: lookup chain lost"}, time.Now())
 	return []outbox.Event{e}, err
 }
 
@@ -308,12 +306,12 @@ func (r *reconciler) lostCancelLook(ctx context.Context, tx pgx.Tx, t task.Task)
 	if rescues >= maxRescues {
 		return nil, errGiveUp
 	}
-	var attemptID uuid.UUID
-	if err := tx.QueryRow(ctx, `SELECT attempt_id FROM task_attempts WHERE task_id = $1 AND provider_job_id = $2`, t.ID, t.ProviderJobID).Scan(&attemptID); err != nil {
-		return nil, fmt.Errorf("attempt of the canceled job: %w", err)
+	canceled, err := attempt.OfJob(ctx, tx, t.ID, t.ProviderJobID)
+	if err != nil {
+		return nil, err
 	}
 	e, err := scanOrigin.Event(t, catalog.EventReconcileDue, catalog.ReconcileDelay, "",
-		task.ReconcileDue{TaskID: t.ID, AttemptID: attemptID, Reason: task.ReasonCancel}, time.Now())
+		task.ReconcileDue{TaskID: t.ID, AttemptID: canceled.ID, Reason: task.ReasonCancel}, time.Now())
 	return []outbox.Event{e}, err
 }
 

@@ -2,12 +2,12 @@ package stage
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/provider"
@@ -53,7 +53,7 @@ func DecideCancel(job provider.Job, err error) CancelOutcome {
 func ApplyCancel(ctx context.Context, tx pgx.Tx, o task.Origin, cur task.Task, attemptID uuid.UUID, outcome CancelOutcome, lookAfter time.Duration) error {
 	switch outcome {
 	case CancelConfirmed:
-		if err := setCancelAttempt(ctx, tx, cur.ID, cur.ProviderJobID, "CANCELED", "", ""); err != nil {
+		if err := attempt.End(ctx, tx, cur.ID, cur.ProviderJobID, attempt.Canceled, "", ""); err != nil {
 			return err
 		}
 		settle, err := o.Event(cur, catalog.EventSettleRequested, catalog.BillingSettle, "", task.SettleRequested{TaskID: cur.ID, Status: task.Canceled}, time.Time{})
@@ -63,7 +63,7 @@ func ApplyCancel(ctx context.Context, tx pgx.Tx, o task.Origin, cur task.Task, a
 		_, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.Canceled, Reason: "canceled at the provider", Events: []outbox.Event{settle}})
 		return err
 	case CancelTooLate:
-		if err := setCancelAttempt(ctx, tx, cur.ID, cur.ProviderJobID, "SUCCEEDED", "", ""); err != nil {
+		if err := attempt.End(ctx, tx, cur.ID, cur.ProviderJobID, attempt.Succeeded, "", ""); err != nil {
 			return err
 		}
 		fetch, err := o.Event(cur, catalog.EventFetchRequested, catalog.AssetFetch, "", task.FetchRequested{TaskID: cur.ID, AttemptID: attemptID}, time.Time{})
@@ -85,13 +85,4 @@ func ApplyCancel(ctx context.Context, tx pgx.Tx, o task.Origin, cur task.Task, a
 	_, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.CancelReconciling, Reason: "cancel outcome unknown",
 		Events: []outbox.Event{look}})
 	return err
-}
-
-func setCancelAttempt(ctx context.Context, tx pgx.Tx, taskID uuid.UUID, jobID, status, code, msg string) error {
-	_, err := tx.Exec(ctx, `UPDATE task_attempts SET status = $3, error_code = nullif($4, ''), error_message = nullif($5, ''), updated_at = now()
-		WHERE task_id = $1 AND provider_job_id = $2`, taskID, jobID, status, code, msg)
-	if err != nil {
-		return fmt.Errorf("update attempt: %w", err)
-	}
-	return nil
 }

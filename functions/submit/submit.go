@@ -35,6 +35,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/envelope"
@@ -78,14 +79,6 @@ func New(p Params) *stage.Function {
 	return stage.New(stage.Params{Name: Name, EventTypes: []string{catalog.EventSubmitRequested}, Work: s.work, Logger: p.Logger})
 }
 
-// attempt is the task_attempts row being submitted.
-type attempt struct {
-	ID              uuid.UUID
-	No              int
-	IdempotencyKey  string
-	ClientRequestID string
-}
-
 func (s *submitter) work(ctx context.Context, ev envelope.Envelope) error {
 	req, err := stage.Decode[task.SubmitRequested](ev)
 	if err != nil {
@@ -114,7 +107,7 @@ func (s *submitter) work(ctx context.Context, ev envelope.Envelope) error {
 // begin takes the task to SUBMITTING with an attempt committed, or finds
 // the attempt an earlier delivery committed. A nil attempt means the work
 // is done without calling the provider (stale event, or no free slot).
-func (s *submitter) begin(ctx context.Context, ev envelope.Envelope, o task.Origin, id uuid.UUID) (task.Task, *attempt, error) {
+func (s *submitter) begin(ctx context.Context, ev envelope.Envelope, o task.Origin, id uuid.UUID) (task.Task, *attempt.Attempt, error) {
 	for range 3 {
 		t, err := stage.ReadTask(ctx, s.Pool, ev, id)
 		if err != nil {
@@ -122,8 +115,8 @@ func (s *submitter) begin(ctx context.Context, ev envelope.Envelope, o task.Orig
 		}
 		switch {
 		case task.SubmitResumes(t):
-			a, err := openAttempt(ctx, s.Pool, t.ID)
-			if errors.Is(err, pgx.ErrNoRows) {
+			a, err := attempt.Latest(ctx, s.Pool, t.ID, attempt.Submitting)
+			if errors.Is(err, attempt.ErrNotFound) {
 				return t, nil, stage.Noop(ctx, s.Pool, s.consumer, ev)
 			}
 			return t, &a, err
@@ -137,13 +130,13 @@ func (s *submitter) begin(ctx context.Context, ev envelope.Envelope, o task.Orig
 				return task.Task{}, nil, fmt.Errorf("acquire slots: %w", err)
 			}
 		}
-		var a attempt
+		var a attempt.Attempt
 		err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 			// A WAITING_RETRY task keeps its attempt: the retry must reach
 			// the same remote job if the refused call created one after all.
-			open, err := openAttempt(ctx, tx, t.ID)
-			if errors.Is(err, pgx.ErrNoRows) {
-				open, err = newAttempt(ctx, tx, t, s.Provider.Name())
+			open, err := attempt.Latest(ctx, tx, t.ID, attempt.Submitting)
+			if errors.Is(err, attempt.ErrNotFound) {
+				open, err = attempt.Open(ctx, tx, t.ID, s.Provider.Name(), t.Model)
 			}
 			if err != nil {
 				return err
@@ -164,33 +157,7 @@ func (s *submitter) begin(ctx context.Context, ev envelope.Envelope, o task.Orig
 	return task.Task{}, nil, outcome.Retryable("task.contended", fmt.Errorf("task %s kept changing under the submit", id))
 }
 
-func openAttempt(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, taskID uuid.UUID) (attempt, error) {
-	var a attempt
-	err := q.QueryRow(ctx, `SELECT attempt_id, attempt_no, provider_idempotency_key, client_request_id FROM task_attempts
-		WHERE task_id = $1 AND status = 'SUBMITTING' ORDER BY attempt_no DESC LIMIT 1`, taskID).
-		Scan(&a.ID, &a.No, &a.IdempotencyKey, &a.ClientRequestID)
-	return a, err
-}
-
-func newAttempt(ctx context.Context, tx pgx.Tx, t task.Task, providerName string) (attempt, error) {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return attempt{}, err
-	}
-	a := attempt{ID: id, ClientRequestID: id.String()}
-	err = tx.QueryRow(ctx, `INSERT INTO task_attempts (attempt_id, task_id, attempt_no, provider, model, provider_idempotency_key, client_request_id, request_started_at)
-		SELECT $1, $2::uuid, coalesce(max(attempt_no), 0) + 1, $3, $4, $2::uuid::text || '-' || (coalesce(max(attempt_no), 0) + 1), $5, now()
-		FROM task_attempts WHERE task_id = $2::uuid
-		RETURNING attempt_no, provider_idempotency_key`, id, t.ID, providerName, t.Model, a.ClientRequestID).Scan(&a.No, &a.IdempotencyKey)
-	if err != nil {
-		return attempt{}, fmt.Errorf("create attempt: %w", err)
-	}
-	return a, nil
-}
-
-func (s *submitter) call(ctx context.Context, t task.Task, a attempt) (provider.Job, error) {
+func (s *submitter) call(ctx context.Context, t task.Task, a attempt.Attempt) (provider.Job, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
 	job, err := s.Provider.Submit(ctx, provider.SubmitRequest{
@@ -205,7 +172,7 @@ func (s *submitter) call(ctx context.Context, t task.Task, a attempt) (provider.
 }
 
 // record stores the provider's answer in the inbox-protected transaction.
-func (s *submitter) record(ctx context.Context, ev envelope.Envelope, o task.Origin, id uuid.UUID, a attempt, job provider.Job, callErr error, log *slog.Logger) error {
+func (s *submitter) record(ctx context.Context, ev envelope.Envelope, o task.Origin, id uuid.UUID, a attempt.Attempt, job provider.Job, callErr error, log *slog.Logger) error {
 	var release bool
 	var t task.Task
 	_, err := inbox.Do(ctx, s.Pool, s.consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
@@ -225,7 +192,7 @@ func (s *submitter) record(ctx context.Context, ev envelope.Envelope, o task.Ori
 			if job.ID == "" {
 				return "", outcome.Retryable("provider.malformed", errors.New("provider accepted the submit without a job id"))
 			}
-			if err := markAttempt(ctx, tx, a.ID, "ACCEPTED", job.ID, nil); err != nil {
+			if err := attempt.Answer(ctx, tx, a.ID, attempt.Accepted, job.ID, "", ""); err != nil {
 				return "", err
 			}
 			pollAt := now.Add(s.Journey.PollFirst).UTC().Truncate(time.Microsecond)
@@ -239,14 +206,14 @@ func (s *submitter) record(ctx context.Context, ev envelope.Envelope, o task.Ori
 			return inbox.Applied, err
 		case provider.ClassRateLimited, provider.ClassUnavailable:
 			release = true
-			if err := noteAttemptError(ctx, tx, a.ID, callErr); err != nil {
+			if err := attempt.NoteRefusal(ctx, tx, a.ID, string(class), callErr.Error()); err != nil {
 				return "", err
 			}
 			return s.waitTx(ctx, tx, o, t, "provider "+string(class), provider.RetryAfterOf(callErr))
 		case provider.ClassTimeoutUnknown, provider.ClassMalformed:
 			// An answer we cannot read may still mean a job was created:
 			// look it up before anything is submitted again.
-			if err := markAttempt(ctx, tx, a.ID, "SUBMIT_UNKNOWN", "", callErr); err != nil {
+			if err := attempt.Answer(ctx, tx, a.ID, attempt.SubmitUnknown, "", string(class), callErr.Error()); err != nil {
 				return "", err
 			}
 			due, err := o.Event(t, catalog.EventReconcileDue, catalog.ReconcileDelay, "",
@@ -258,7 +225,7 @@ func (s *submitter) record(ctx context.Context, ev envelope.Envelope, o task.Ori
 			return inbox.Applied, err
 		default: // rejected, not found: the provider will not run this request
 			release = true
-			if err := markAttempt(ctx, tx, a.ID, "REJECTED", "", callErr); err != nil {
+			if err := attempt.Answer(ctx, tx, a.ID, attempt.Rejected, "", string(class), callErr.Error()); err != nil {
 				return "", err
 			}
 			return inbox.Applied, task.Fail(ctx, tx, o, t, "provider.rejected", "the provider refused the request: "+callErr.Error())
@@ -313,26 +280,4 @@ func (s *submitter) waitTx(ctx context.Context, tx pgx.Tx, o task.Origin, t task
 	_, err = task.Apply(ctx, tx, o, t, task.Transition{To: task.WaitingRetry, Reason: reason,
 		Set: task.Fields{NextRetryAt: &at}, Events: []outbox.Event{resubmit}})
 	return inbox.Applied, err
-}
-
-func markAttempt(ctx context.Context, tx pgx.Tx, id uuid.UUID, status, jobID string, cause error) error {
-	var code, msg *string
-	if cause != nil {
-		code, msg = task.Ptr(string(provider.ClassOf(cause))), task.Ptr(cause.Error())
-	}
-	_, err := tx.Exec(ctx, `UPDATE task_attempts SET status = $2, provider_job_id = coalesce(nullif($3, ''), provider_job_id),
-		error_code = $4, error_message = $5, response_at = now(), updated_at = now() WHERE attempt_id = $1`, id, status, jobID, code, msg)
-	if err != nil {
-		return fmt.Errorf("update attempt: %w", err)
-	}
-	return nil
-}
-
-func noteAttemptError(ctx context.Context, tx pgx.Tx, id uuid.UUID, cause error) error {
-	_, err := tx.Exec(ctx, `UPDATE task_attempts SET error_code = $2, error_message = $3, response_at = now(), updated_at = now()
-		WHERE attempt_id = $1`, id, string(provider.ClassOf(cause)), cause.Error())
-	if err != nil {
-		return fmt.Errorf("update attempt: %w", err)
-	}
-	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/blob"
 )
 
@@ -65,20 +66,16 @@ func Check(ctx context.Context, f Facts, res Result) (Report, error) {
 		if err := checkTask(ctx, f, id, status, res.Stream[id], violate); err != nil {
 			return rep, err
 		}
-		rows, err := f.Pool.Query(ctx, `SELECT provider_idempotency_key FROM task_attempts WHERE task_id = $1`, id)
+		attempts, err := attempt.List(ctx, f.Pool, id)
 		if err != nil {
 			return rep, err
 		}
-		keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return rep, err
-		}
-		rep.Attempts += len(keys)
-		for _, k := range keys {
-			n := f.JobsByKey[k]
+		rep.Attempts += len(attempts)
+		for _, a := range attempts {
+			n := f.JobsByKey[a.IdempotencyKey]
 			rep.MaxJobsPerKey = max(rep.MaxJobsPerKey, n)
 			if n > 1 {
-				violate("attempt key %s started %d remote jobs", k, n)
+				violate("attempt key %s started %d remote jobs", a.IdempotencyKey, n)
 			}
 		}
 	}

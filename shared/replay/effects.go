@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
@@ -43,24 +44,16 @@ func taskState(ctx context.Context, q querier, t task.Task) (*TaskState, error) 
 // assets, the reservation and its ledger rows.
 func effects(ctx context.Context, q querier, t task.Task) (Effects, error) {
 	e := Effects{Attempts: []Attempt{}, Assets: []Asset{}, Ledger: []LedgerEntry{}}
-	rows, err := q.Query(ctx, `SELECT attempt_no, attempt_id, status, provider, coalesce(provider_job_id, ''), provider_idempotency_key,
-			coalesce(error_code, ''), created_at, response_at
-		FROM task_attempts WHERE task_id = $1 ORDER BY attempt_no`, t.ID)
+	attempts, err := attempt.List(ctx, q, t.ID)
 	if err != nil {
-		return Effects{}, fmt.Errorf("read attempts of task %s: %w", t.ID, err)
+		return Effects{}, err
 	}
-	e.Attempts, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
-		var a Attempt
-		err := r.Scan(&a.AttemptNo, &a.AttemptID, &a.Status, &a.Provider, &a.ProviderJobID, &a.IdempotencyKey,
-			&a.ErrorCode, &a.CreatedAt, &a.ResponseAt)
-		a.CreatedAt, a.ResponseAt = a.CreatedAt.UTC(), utc(a.ResponseAt)
-		return a, err
-	})
-	if err != nil {
-		return Effects{}, fmt.Errorf("read attempts of task %s: %w", t.ID, err)
+	for _, a := range attempts {
+		e.Attempts = append(e.Attempts, Attempt{AttemptNo: a.No, AttemptID: a.ID, Status: string(a.Status), Provider: a.Provider,
+			ProviderJobID: a.ProviderJobID, IdempotencyKey: a.IdempotencyKey, ErrorCode: a.ErrorCode, CreatedAt: a.CreatedAt.UTC(), ResponseAt: utc(a.ResponseAt)})
 	}
 
-	rows, err = q.Query(ctx, `SELECT asset_id, kind, object_key, size_bytes, source_asset_id, created_at
+	rows, err := q.Query(ctx, `SELECT asset_id, kind, object_key, size_bytes, source_asset_id, created_at
 		FROM assets WHERE task_id = $1 ORDER BY created_at, asset_id`, t.ID)
 	if err != nil {
 		return Effects{}, fmt.Errorf("read assets of task %s: %w", t.ID, err)
