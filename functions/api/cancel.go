@@ -130,14 +130,8 @@ func (s *Server) cancelOnce(ctx context.Context, tx pgx.Tx, tenantID, id uuid.UU
 					pollAt, poll = &now, []outbox.Event{e}
 				}
 			}
-			tag, err := tx.Exec(ctx, `UPDATE generation_tasks SET cancel_requested = true, next_poll_at = coalesce($5, next_poll_at), updated_at = now()
-				WHERE task_id = $1 AND tenant_id = $2 AND status = $3 AND version = $4`,
-				cur.ID, tenantID, cur.Status, cur.Version, pollAt)
-			if err != nil {
-				return 0, taskRef{}, fmt.Errorf("request cancel of task %s: %w", cur.ID, err)
-			}
-			if tag.RowsAffected() == 0 {
-				return 0, taskRef{}, task.ErrStale
+			if err := task.RequestCancel(ctx, tx, cur, pollAt); err != nil {
+				return 0, taskRef{}, err
 			}
 			if err := outbox.Write(ctx, tx, poll...); err != nil {
 				return 0, taskRef{}, err

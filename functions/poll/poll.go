@@ -252,13 +252,9 @@ func (s *poller) reschedule(ctx context.Context, ev envelope.Envelope, consumer 
 	o := task.FromEnvelope(Name, ev)
 	at = at.UTC().Truncate(time.Microsecond)
 	_, err := inbox.Do(ctx, s.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		tag, err := tx.Exec(ctx, `UPDATE generation_tasks SET next_poll_at = $3 WHERE task_id = $1 AND status = 'PROVIDER_RUNNING' AND next_poll_at = $2`,
-			t.ID, due.PollAt, at)
-		if err != nil {
-			return "", fmt.Errorf("move poll chain: %w", err)
-		}
-		if tag.RowsAffected() == 0 {
-			return inbox.StaleNoop, nil
+		moved, err := task.MovePoll(ctx, tx, t.ID, due.PollAt, at)
+		if err != nil || !moved {
+			return inbox.StaleNoop, err
 		}
 		next, err := o.Event(t, catalog.EventPollDue, catalog.GenerationPollDelay, "", task.PollDue{TaskID: t.ID, AttemptID: due.AttemptID, PollAt: at}, at)
 		if err != nil {

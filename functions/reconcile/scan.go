@@ -406,8 +406,7 @@ func (r *reconciler) retryMissing(ctx context.Context, now time.Time) (int, erro
 				return err
 			}
 			// The task stays finished; its clock only paces the retries.
-			_, err = tx.Exec(ctx, `UPDATE generation_tasks SET updated_at = now() WHERE task_id = $1`, t.ID)
-			return err
+			return task.Pace(ctx, tx, t.ID)
 		})
 		if err != nil {
 			return 0, fmt.Errorf("retry missing %s of task %s: %w", m.kind, m.taskID, err)

@@ -44,9 +44,8 @@ func (s *transcoder) optionalFailed(ctx context.Context, ev envelope.Envelope, c
 	}
 	o := task.FromEnvelope(Name, ev)
 	return stage.DoLocked(ctx, s.Pool, consumer, ev, t.ID, task.MediaProcessing, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
-		if _, err := tx.Exec(ctx, `UPDATE generation_tasks SET missing_derivatives = array_append(missing_derivatives, $2)
-			WHERE task_id = $1 AND NOT ($2 = ANY (missing_derivatives))`, cur.ID, d.kind); err != nil {
-			return fmt.Errorf("flag missing %s: %w", strings.ToLower(d.kind), err)
+		if err := task.MarkMissing(ctx, tx, cur.ID, d.kind); err != nil {
+			return err
 		}
 		// Read the row again: complete counts the kind just flagged missing.
 		cur, err := task.Lock(ctx, tx, t.ID)
@@ -77,11 +76,7 @@ func (s *transcoder) storeLate(ctx context.Context, ev envelope.Envelope, consum
 			}
 		}
 		// Not a transition: the task stays finished; only the flag goes.
-		if _, err := tx.Exec(ctx, `UPDATE generation_tasks SET missing_derivatives = array_remove(missing_derivatives, $2), updated_at = now()
-			WHERE task_id = $1`, t.ID, d.kind); err != nil {
-			return "", fmt.Errorf("clear missing %s: %w", strings.ToLower(d.kind), err)
-		}
-		return inbox.Applied, nil
+		return inbox.Applied, task.ClearMissing(ctx, tx, t.ID, d.kind)
 	})
 	return err
 }
