@@ -127,21 +127,66 @@ func start(ctx context.Context, o options) (*environment, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	e.closers = append(e.closers, cancel)
 
-	// PostgreSQL.
+	if err := e.startPostgres(ctx, svc); err != nil {
+		return nil, err
+	}
+	rdb, err := e.startRedis(svc)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.startS3(ctx, svc); err != nil {
+		return nil, err
+	}
+	broker, err := e.startBroker(svc)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.startSimulator(ctx, o, logger); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", o.apiAddr)
+	if err != nil {
+		return nil, fmt.Errorf("API address %s (choose another with -api-addr): %w", o.apiAddr, err)
+	}
+	e.apiURL = "http://" + ln.Addr().String()
+	provCfg := config.Provider{Name: "replicate", BaseURL: e.simURL, APIToken: o.sim.APIToken, WebhookSecret: e.sim.WebhookSecret(),
+		BreakerFailures: 5, BreakerOpen: 5 * time.Second,
+		CallbackURL: e.apiURL + "/v1/provider-callbacks/replicate", Timeout: 5 * time.Second}
+	client, err := functions.NewProvider(provCfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	e.serveAPI(ctx, ln, svc, rdb, client, logger)
+	deps := functions.Deps{Logger: logger, Pool: e.pool, Redis: rdb, Slots: slots.New(rdb, nil), Blob: e.blob,
+		Media: media.New(config.Media{}), Provider: client, Journey: svc.Journey,
+		ProviderTimeout: provCfg.Timeout, CallbackURL: provCfg.CallbackURL}
+	if err := e.runPipeline(ctx, cancel, deps, broker, o.workers, logger); err != nil {
+		return nil, err
+	}
+	if e.devKey, err = devKey(ctx, e.pool); err != nil {
+		return nil, err
+	}
+	ok = true
+	return e, nil
+}
+
+// startPostgres opens the database at DATABASE_URL, or starts an embedded
+// PostgreSQL in LOCAL_DATA_DIR, and migrates it.
+func (e *environment) startPostgres(ctx context.Context, svc services) error {
 	dbURL := svc.DatabaseURL
 	if dbURL == "" {
 		dir := svc.LocalDir
 		if dir == "" {
 			home, err := os.UserCacheDir()
 			if err != nil {
-				return nil, fmt.Errorf("no cache directory for the embedded PostgreSQL; set LOCAL_DATA_DIR: %w", err)
+				return fmt.Errorf("no cache directory for the embedded PostgreSQL; set LOCAL_DATA_DIR: %w", err)
 			}
 			dir = filepath.Join(home, "aivedio", "local")
 		}
 		fmt.Fprintln(os.Stderr, "starting embedded PostgreSQL in", dir, "(the first run downloads it)")
 		url, stop, err := embedded.Postgres(filepath.Join(dir, "postgres"), io.Discard)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		e.closers = append(e.closers, func() { _ = stop() })
 		dbURL = url
@@ -150,16 +195,19 @@ func start(ctx context.Context, o options) (*environment, error) {
 		e.kinds = append(e.kinds, "PostgreSQL at DATABASE_URL")
 	}
 	if err := migrations.Up(ctx, dbURL); err != nil {
-		return nil, fmt.Errorf("migrate: %w", err)
+		return fmt.Errorf("migrate: %w", err)
 	}
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
+		return fmt.Errorf("open database: %w", err)
 	}
 	e.pool = pool
 	e.closers = append(e.closers, pool.Close)
+	return nil
+}
 
-	// Redis.
+// startRedis connects to REDIS_URL, or to an in-memory Redis.
+func (e *environment) startRedis(svc services) (*redis.Client, error) {
 	redisURL := svc.RedisURL
 	if redisURL == "" {
 		url, stop, err := embedded.Redis()
@@ -178,13 +226,16 @@ func start(ctx context.Context, o options) (*environment, error) {
 	}
 	rdb := redis.NewClient(ropts)
 	e.closers = append(e.closers, func() { _ = rdb.Close() })
+	return rdb, nil
+}
 
-	// S3.
+// startS3 opens the bucket at S3_ENDPOINT, or an in-memory S3's.
+func (e *environment) startS3(ctx context.Context, svc services) error {
 	s3cfg := svc.S3
 	if s3cfg.Endpoint == "" {
 		endpoint, stop, err := embedded.S3()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		e.closers = append(e.closers, func() { _ = stop() })
 		s3cfg.Endpoint, s3cfg.AccessKeyID, s3cfg.SecretAccessKey = endpoint, "local", "local-secret"
@@ -194,54 +245,48 @@ func start(ctx context.Context, o options) (*environment, error) {
 	}
 	store, err := blob.New(ctx, s3cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := store.EnsureBucket(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	e.blob = store
+	return nil
+}
 
-	// Broker.
-	var broker stack.Broker
-	if svc.RocketMQEndpoint != "" {
-		r, err := stack.NewRocketMQ(config.RocketMQ{Endpoint: svc.RocketMQEndpoint, AccessKey: svc.RocketMQAccessKey, SecretKey: svc.RocketMQSecretKey})
-		if err != nil {
-			return nil, fmt.Errorf("connect to RocketMQ (topics applied? go run ./adapter topics apply): %w", err)
-		}
-		e.closers = append(e.closers, func() { _ = r.Close() })
-		broker = r
-		e.kinds = append(e.kinds, "RocketMQ at ROCKETMQ_ENDPOINT")
-	} else {
-		broker = stack.NewEmulator()
+// startBroker connects to the RocketMQ proxy at ROCKETMQ_ENDPOINT, or
+// starts the in-process emulator.
+func (e *environment) startBroker(svc services) (stack.Broker, error) {
+	if svc.RocketMQEndpoint == "" {
 		e.kinds = append(e.kinds, "in-process broker emulator")
+		return stack.NewEmulator(), nil
 	}
+	r, err := stack.NewRocketMQ(config.RocketMQ{Endpoint: svc.RocketMQEndpoint, AccessKey: svc.RocketMQAccessKey, SecretKey: svc.RocketMQSecretKey})
+	if err != nil {
+		return nil, fmt.Errorf("connect to RocketMQ (topics applied? go run ./adapter topics apply): %w", err)
+	}
+	e.closers = append(e.closers, func() { _ = r.Close() })
+	e.kinds = append(e.kinds, "RocketMQ at ROCKETMQ_ENDPOINT")
+	return r, nil
+}
 
-	// Provider simulator and the client that talks to it.
+// startSimulator starts the provider simulator on a loopback port.
+func (e *environment) startSimulator(ctx context.Context, o options, logger *slog.Logger) error {
 	sim, err := providersim.New(o.sim, logger.With(slog.String("component", "providersim")))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	e.closers = append(e.closers, func() { _ = sim.Close() })
 	if e.simURL, err = sim.Start(ctx, "127.0.0.1:0"); err != nil {
-		return nil, err
+		return err
 	}
 	e.sim = sim
+	return nil
+}
 
-	ln, err := net.Listen("tcp", o.apiAddr)
-	if err != nil {
-		return nil, fmt.Errorf("API address %s (choose another with -api-addr): %w", o.apiAddr, err)
-	}
-	e.apiURL = "http://" + ln.Addr().String()
-	provCfg := config.Provider{Name: "replicate", BaseURL: e.simURL, APIToken: o.sim.APIToken, WebhookSecret: sim.WebhookSecret(),
-		BreakerFailures: 5, BreakerOpen: 5 * time.Second,
-		CallbackURL: e.apiURL + "/v1/provider-callbacks/replicate", Timeout: 5 * time.Second}
-	client, err := functions.NewProvider(provCfg, logger)
-	if err != nil {
-		return nil, err
-	}
-
-	// The API.
-	srv := api.New(api.Options{Pool: pool, Redis: rdb, Blob: store, Callbacks: []api.CallbackParser{client}, Limits: svc.API,
+// serveAPI serves the public API on ln until the environment closes.
+func (e *environment) serveAPI(ctx context.Context, ln net.Listener, svc services, rdb *redis.Client, client api.CallbackParser, logger *slog.Logger) {
+	srv := api.New(api.Options{Pool: e.pool, Redis: rdb, Blob: e.blob, Callbacks: []api.CallbackParser{client}, Limits: svc.API,
 		Models: svc.API.Models, Price: billing.DefaultPrice, Logger: logger.With(slog.String("component", "api"))})
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = httpSrv.Serve(ln) }()
@@ -255,16 +300,14 @@ func start(ctx context.Context, o options) (*environment, error) {
 			e.done <- fmt.Errorf("api: %w", err)
 		}
 	}()
+}
 
-	// The stages, their adapters and the relay.
-	st, err := stack.New(stack.Params{
-		Deps: functions.Deps{Logger: logger, Pool: pool, Redis: rdb, Slots: slots.New(rdb, nil), Blob: store,
-			Media: media.New(config.Media{}), Provider: client, Journey: svc.Journey,
-			ProviderTimeout: provCfg.Timeout, CallbackURL: provCfg.CallbackURL},
-		Broker: broker, Workers: o.workers, RetryMin: 2 * time.Second, Logger: logger,
-	})
+// runPipeline serves the stages, their adapters and the relay, and
+// returns once every function listens.
+func (e *environment) runPipeline(ctx context.Context, cancel context.CancelFunc, deps functions.Deps, broker stack.Broker, workers int, logger *slog.Logger) error {
+	st, err := stack.New(stack.Params{Deps: deps, Broker: broker, Workers: workers, RetryMin: 2 * time.Second, Logger: logger})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ready := make(chan struct{})
 	stopped := make(chan struct{})
@@ -277,15 +320,10 @@ func start(ctx context.Context, o options) (*environment, error) {
 	e.closers = append(e.closers, func() { cancel(); <-stopped })
 	select {
 	case <-ready:
+		return nil
 	case err := <-e.done:
-		return nil, err
+		return err
 	}
-
-	if e.devKey, err = devKey(ctx, pool); err != nil {
-		return nil, err
-	}
-	ok = true
-	return e, nil
 }
 
 // devKey makes a key for the "dev" tenant, creating the tenant with a
