@@ -438,8 +438,9 @@ func (c *fakeConsumer) ChangeInvisibleDuration(context.Context, *mq.Received, ti
 }
 
 // failingDB fails its first failures statements (every one when next is
-// nil) and passes the rest to next.
+// nil) and passes the rest to next. Only Exec is used.
 type failingDB struct {
+	quarantine.Execer
 	next     quarantine.Execer
 	failures int32
 	calls    atomic.Int32

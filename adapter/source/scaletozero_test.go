@@ -22,6 +22,7 @@ import (
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/pg"
 )
 
 // TestScaleFromZero runs the whole source adapter against a stage function
@@ -273,7 +274,10 @@ func serveStage(fn *stage.Function) http.Handler {
 }
 
 // coldQuarantine is a quarantine that must not be used.
-type coldQuarantine struct{ calls atomic.Int32 }
+type coldQuarantine struct {
+	pg.Querier // only Exec is used
+	calls      atomic.Int32
+}
 
 func (q *coldQuarantine) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
 	q.calls.Add(1)

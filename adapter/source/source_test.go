@@ -25,6 +25,7 @@ import (
 	"github.com/aivedio/pipeline/shared/dbtest"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/outcome"
+	"github.com/aivedio/pipeline/shared/quarantine"
 )
 
 var (
@@ -232,7 +233,7 @@ func TestFailingEveryTimeEndsInDeadLetters(t *testing.T) {
 }
 
 // failingExec is a database that refuses every write.
-type failingExec struct{}
+type failingExec struct{ quarantine.Execer } // only Exec is used
 
 func (failingExec) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
 	return pgconn.CommandTag{}, errors.New("connection refused")

@@ -21,7 +21,6 @@ import (
 // Helpers every stage test shares.
 var (
 	cloudEvent   = stagetest.CloudEvent
-	statusOf     = stagetest.StatusOf
 	storedEvents = stagetest.StoredEvents
 	inboxResult  = stagetest.InboxResult
 	newStore     = stagetest.NewStore

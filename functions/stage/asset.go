@@ -10,6 +10,7 @@ import (
 
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/outcome"
+	"github.com/aivedio/pipeline/shared/pg"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
@@ -29,9 +30,7 @@ type Asset struct {
 // to another task is permanent: the event is wrong, not early. One whose
 // tenant is not the task's is a security error (seed 7.15.3: the asset's
 // tenant is checked, not only its task), quarantined, never auto-fixed.
-func ReadAsset(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, t task.Task, assetID uuid.UUID) (Asset, error) {
+func ReadAsset(ctx context.Context, q pg.Querier, t task.Task, assetID uuid.UUID) (Asset, error) {
 	taskID := t.ID
 	var a Asset
 	var owner *uuid.UUID

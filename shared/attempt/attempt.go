@@ -13,11 +13,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aivedio/pipeline/shared/pg"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Status is task_attempts.status.
@@ -38,11 +38,7 @@ const (
 var ErrNotFound = errors.New("attempt not found")
 
 // Querier runs statements: a pool, a connection or a transaction.
-type Querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+type Querier = pg.Querier
 
 // Attempt is one task_attempts row.
 type Attempt struct {

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aivedio/pipeline/shared/pg"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -71,9 +72,7 @@ type Account struct {
 func (a Account) Available() int64 { return a.Balance - a.Reserved }
 
 // GetAccount reads a tenant's account.
-func GetAccount(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, tenantID uuid.UUID) (Account, error) {
+func GetAccount(ctx context.Context, q pg.Querier, tenantID uuid.UUID) (Account, error) {
 	a := Account{TenantID: tenantID}
 	err := q.QueryRow(ctx, `SELECT balance, reserved FROM credit_accounts WHERE tenant_id = $1`, tenantID).Scan(&a.Balance, &a.Reserved)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/pg"
 )
 
 // Result is what a [Func] reports about its effect. It is stored in
@@ -44,9 +45,7 @@ type Func func(ctx context.Context, tx pgx.Tx) (Result, error)
 
 // TxBeginner begins a transaction: a *pgxpool.Pool in production. (A *pgx.Conn
 // works too; a pgx.Tx makes the inbox transaction a savepoint of it.)
-type TxBeginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
+type TxBeginner = pg.DB
 
 // Do processes ev for consumer (its consumer group name) in an
 // inbox-protected transaction, shaped like pgx.BeginTxFunc: it runs fn only

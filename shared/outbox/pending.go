@@ -3,16 +3,13 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"github.com/aivedio/pipeline/shared/pg"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Querier runs one query returning one row: a *pgxpool.Pool, *pgx.Conn or
 // pgx.Tx.
-type Querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+type Querier = pg.Querier
 
 // pendingSQL reads the backlog from the partial pending index. The age uses
 // clock_timestamp(), not now(), which inside a long transaction would be the

@@ -16,10 +16,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/aivedio/pipeline/shared/pg"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Source says who quarantined a message.
@@ -49,9 +48,7 @@ type Entry struct {
 }
 
 // Execer runs a statement: a pool, a connection or a transaction.
-type Execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
+type Execer = pg.Querier
 
 // maxDetail bounds the stored error text; a handler's error can be long.
 const maxDetail = 4 << 10
@@ -106,9 +103,7 @@ func Write(ctx context.Context, db Execer, e Entry) (bool, error) {
 }
 
 // Count returns how many messages a consumer has in quarantine.
-func Count(ctx context.Context, db interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}, consumer string) (int, error) {
+func Count(ctx context.Context, db pg.Querier, consumer string) (int, error) {
 	var n int
 	err := db.QueryRow(ctx, `SELECT count(*) FROM message_quarantine WHERE consumer_name = $1`, consumer).Scan(&n)
 	if err != nil {

@@ -1,14 +1,11 @@
 package replay
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"github.com/aivedio/pipeline/shared/pg"
 	"strings"
 	"unicode"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Errors callers branch on. Every error of this package that a person
@@ -38,17 +35,10 @@ func invalidf(format string, args ...any) error {
 }
 
 // DB is what the package runs on: a *pgxpool.Pool.
-type DB interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-	querier
-}
+type DB = pg.DB
 
 // querier reads: a pool or a transaction.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
+type querier = pg.Querier
 
 // Limits of the words an operator records.
 const (

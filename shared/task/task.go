@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aivedio/pipeline/shared/pg"
 	"time"
 
 	"github.com/google/uuid"
@@ -44,9 +45,8 @@ type Task struct {
 }
 
 // Querier runs queries: a pool, a connection or a transaction.
-type Querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// Querier is what reads a task: a pool, a connection or a transaction.
+type Querier = pg.Querier
 
 const selectColumns = `task_id, tenant_id, client_idempotency_key, request_hash, model, prompt, duration_seconds,
 	resolution, input_asset_ids, priority, status, version, next_retry_at, next_poll_at, deadline_at,

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/shared/billing"
+	"github.com/aivedio/pipeline/shared/pg"
 )
 
 // KeyPrefix starts every API key, so a leaked key is recognisable in a
@@ -105,9 +106,7 @@ func NewKey(ctx context.Context, tx pgx.Tx, tenantID uuid.UUID, role string) (uu
 // Authenticate finds who key belongs to. Malformed, unknown and revoked
 // keys and inactive tenants are all ErrUnauthorized: the caller learns
 // nothing about which.
-func Authenticate(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, key string) (Principal, error) {
+func Authenticate(ctx context.Context, q pg.Querier, key string) (Principal, error) {
 	if !strings.HasPrefix(key, KeyPrefix) || len(key) > 128 {
 		return Principal{}, ErrUnauthorized
 	}

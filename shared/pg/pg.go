@@ -1,0 +1,25 @@
+// Package pg names the PostgreSQL handles the pipeline's packages take, so
+// that every function reading or writing the database accepts a pool, a
+// connection or a transaction through the same two interfaces.
+package pg
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Querier runs statements: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// DB is a Querier that also starts transactions: a pool or a connection
+// (a pgx.Tx too, whose Begin makes a savepoint).
+type DB interface {
+	Querier
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
