@@ -30,7 +30,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -87,7 +86,7 @@ func (s *submitter) work(ctx context.Context, ev envelope.Envelope) error {
 	origin := task.FromEnvelope(Name, ev)
 	log := s.Logger.With(slog.String("task_id", req.TaskID.String()), slog.String("event_id", ev.EventID))
 
-	t, a, err := s.begin(ctx, ev, origin, req.TaskID)
+	t, a, err := s.begin(ctx, ev, origin, req)
 	if err != nil || a == nil {
 		return err
 	}
@@ -101,13 +100,14 @@ func (s *submitter) work(ctx context.Context, ev envelope.Envelope) error {
 		}
 	}
 	log.InfoContext(ctx, "provider submit", slog.Int("attempt", a.No), slog.String("provider_class", string(provider.ClassOf(callErr))))
-	return s.record(ctx, ev, origin, t.ID, *a, job, callErr, log)
+	return s.record(ctx, ev, origin, req, *a, job, callErr, log)
 }
 
 // begin takes the task to SUBMITTING with an attempt committed, or finds
 // the attempt an earlier delivery committed. A nil attempt means the work
 // is done without calling the provider (stale event, or no free slot).
-func (s *submitter) begin(ctx context.Context, ev envelope.Envelope, o task.Origin, id uuid.UUID) (task.Task, *attempt.Attempt, error) {
+func (s *submitter) begin(ctx context.Context, ev envelope.Envelope, o task.Origin, req task.SubmitRequested) (task.Task, *attempt.Attempt, error) {
+	id := req.TaskID
 	for range 3 {
 		t, err := stage.ReadTask(ctx, s.Pool, ev, id)
 		if err != nil {
@@ -115,17 +115,21 @@ func (s *submitter) begin(ctx context.Context, ev envelope.Envelope, o task.Orig
 		}
 		switch {
 		case task.SubmitResumes(t):
+			// Whatever event it is (this one, redelivered after a crash
+			// mid-submit, included): the open attempt goes on.
 			a, err := attempt.Latest(ctx, s.Pool, t.ID, attempt.Submitting)
 			if errors.Is(err, attempt.ErrNotFound) {
 				return t, nil, stage.Noop(ctx, s.Pool, s.consumer, ev)
 			}
 			return t, &a, err
-		case !task.SubmitStarts(t, time.Now()):
+		case !req.Holds(t), !task.SubmitStarts(t, time.Now()):
+			// Not due, or a delayed resubmit of a wait that something
+			// else ended.
 			return t, nil, stage.Noop(ctx, s.Pool, s.consumer, ev)
 		}
 		if s.Slots != nil {
 			if _, err := s.Slots.Acquire(ctx, stage.GenerationSlots(t, s.Provider.Name(), s.Journey)); errors.Is(err, slots.ErrNoSlot) {
-				return t, nil, s.wait(ctx, ev, o, t, noSlotReason+err.Error(), 0)
+				return t, nil, s.wait(ctx, ev, o, t, req, noSlotReason+err.Error(), 0)
 			} else if err != nil {
 				return task.Task{}, nil, fmt.Errorf("acquire slots: %w", err)
 			}
@@ -172,7 +176,8 @@ func (s *submitter) call(ctx context.Context, t task.Task, a attempt.Attempt) (p
 }
 
 // record stores the provider's answer in the inbox-protected transaction.
-func (s *submitter) record(ctx context.Context, ev envelope.Envelope, o task.Origin, id uuid.UUID, a attempt.Attempt, job provider.Job, callErr error, log *slog.Logger) error {
+func (s *submitter) record(ctx context.Context, ev envelope.Envelope, o task.Origin, req task.SubmitRequested, a attempt.Attempt, job provider.Job, callErr error, log *slog.Logger) error {
+	id := req.TaskID
 	var release bool
 	var t task.Task
 	_, err := inbox.Do(ctx, s.Pool, s.consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
@@ -209,7 +214,7 @@ func (s *submitter) record(ctx context.Context, ev envelope.Envelope, o task.Ori
 			if err := attempt.NoteRefusal(ctx, tx, a.ID, string(class), callErr.Error()); err != nil {
 				return "", err
 			}
-			return s.waitTx(ctx, tx, o, t, "provider "+string(class), provider.RetryAfterOf(callErr))
+			return s.waitTx(ctx, tx, o, t, req, "provider "+string(class), provider.RetryAfterOf(callErr))
 		case provider.ClassTimeoutUnknown, provider.ClassMalformed:
 			// An answer we cannot read may still mean a job was created:
 			// look it up before anything is submitted again.
@@ -245,7 +250,7 @@ func (s *submitter) record(ctx context.Context, ev envelope.Envelope, o task.Ori
 
 // wait records a business wait outside any other work: WAITING_RETRY and a
 // delayed resubmit, in the inbox-protected transaction.
-func (s *submitter) wait(ctx context.Context, ev envelope.Envelope, o task.Origin, t task.Task, reason string, floor time.Duration) error {
+func (s *submitter) wait(ctx context.Context, ev envelope.Envelope, o task.Origin, t task.Task, req task.SubmitRequested, reason string, floor time.Duration) error {
 	_, err := inbox.Do(ctx, s.Pool, s.consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
 		cur, err := task.Lock(ctx, tx, t.ID)
 		if err != nil {
@@ -254,26 +259,30 @@ func (s *submitter) wait(ctx context.Context, ev envelope.Envelope, o task.Origi
 		if cur.Status != task.Queued && cur.Status != task.WaitingRetry {
 			return inbox.StaleNoop, nil
 		}
-		return s.waitTx(ctx, tx, o, cur, reason, floor)
+		return s.waitTx(ctx, tx, o, cur, req, reason, floor)
 	})
 	return err
 }
 
-func (s *submitter) waitTx(ctx context.Context, tx pgx.Tx, o task.Origin, t task.Task, reason string, floor time.Duration) (inbox.Result, error) {
+func (s *submitter) waitTx(ctx context.Context, tx pgx.Tx, o task.Origin, t task.Task, req task.SubmitRequested, reason string, floor time.Duration) (inbox.Result, error) {
 	// Waiting for a free slot is the pipeline pacing itself, not the
 	// provider refusing: only refusals count against SUBMIT_MAX_RETRIES.
-	// Both grow the backoff.
-	var retries, refusals int
-	if err := tx.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE reason NOT LIKE $2 || '%')
-		FROM task_events WHERE task_id = $1 AND to_status = 'WAITING_RETRY'`, t.ID, noSlotReason).Scan(&retries, &refusals); err != nil {
-		return "", fmt.Errorf("count retries: %w", err)
-	}
-	if !strings.HasPrefix(reason, noSlotReason) && refusals >= s.Journey.MaxRetries {
+	// Both grow the backoff. The counts travel in the delayed resubmit
+	// (seed 7.12.1); a resubmit that is no wait (the API's, a
+	// reconciler's) starts them again.
+	retries, refusals := req.RetryAttempt, req.Refusals
+	refusal := !strings.HasPrefix(reason, noSlotReason)
+	if refusal && refusals >= s.Journey.MaxRetries {
 		return inbox.Applied, task.Fail(ctx, tx, o, t, "submit.retries_exhausted",
 			fmt.Sprintf("gave up after the provider refused %d submits; last reason: %s", refusals, reason))
 	}
+	if refusal {
+		refusals++
+	}
 	at := time.Now().Add(stage.Backoff(min(retries, 16), s.Journey.RetryBase, s.Journey.RetryMax, floor, rand.Float64())).UTC().Truncate(time.Microsecond)
-	resubmit, err := o.Event(t, catalog.EventSubmitRequested, catalog.GenerationSubmitDelay, "", task.SubmitRequested{TaskID: t.ID, Version: t.Version + 1}, at)
+	next := task.SubmitRequested{TaskID: t.ID, Version: t.Version + 1, Refusals: refusals, Wait: task.Wait{
+		ExpectedStatus: task.WaitingRetry, ExpectedVersion: t.Version + 1, NotBefore: at, Reason: reason, RetryAttempt: retries + 1}}
+	resubmit, err := o.Event(t, catalog.EventSubmitRequested, catalog.GenerationSubmitDelay, "", next, at)
 	if err != nil {
 		return "", err
 	}

@@ -2,6 +2,7 @@ package submit_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"sync"
 	"testing"
@@ -71,6 +72,18 @@ func (b *testBundle) deliver(t *testing.T, eventID string) error {
 		Payload: task.SubmitRequested{TaskID: b.task.ID, Version: 1}})
 	require.NoError(t, err)
 	ce, err := env.ToCloudEvent()
+	require.NoError(t, err)
+	_, err = b.fn.Handle(t.Context(), ce)
+	return err
+}
+
+// deliverScheduled delivers the last submit event the stage wrote (the
+// delayed resubmit of a wait), as the broker would once it is due.
+func (b *testBundle) deliverScheduled(t *testing.T) error {
+	t.Helper()
+	evs := stagetest.StoredEvents(t, b.pool, catalog.EventSubmitRequested)
+	require.NotEmpty(t, evs, "no resubmit scheduled")
+	ce, err := evs[len(evs)-1].Envelope.ToCloudEvent()
 	require.NoError(t, err)
 	_, err = b.fn.Handle(t.Context(), ce)
 	return err
@@ -166,14 +179,24 @@ func TestRetriesRunOut(t *testing.T) {
 	b := setup(t, func(int) (provider.Job, error) {
 		return provider.Job{}, &provider.Error{Class: provider.ClassUnavailable, StatusCode: 503}
 	})
-	for range journey.MaxRetries + 1 {
+	require.NoError(t, b.deliver(t, uuid.NewString()))
+	for range journey.MaxRetries {
 		_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET next_retry_at = now()`)
 		require.NoError(t, err)
-		require.NoError(t, b.deliver(t, uuid.NewString()))
+		require.NoError(t, b.deliverScheduled(t))
 	}
 	got := b.reload(t)
 	require.Equal(t, task.Failed, got.Status)
 	require.Equal(t, "submit.retries_exhausted", got.ErrorCode)
+	require.Len(t, b.fake.keys, journey.MaxRetries+1, "the first submit and its retries")
+
+	// The counts travel in the delayed resubmit (seed 7.12.1).
+	evs := stagetest.StoredEvents(t, b.pool, catalog.EventSubmitRequested)
+	var last task.SubmitRequested
+	require.NoError(t, json.Unmarshal(evs[len(evs)-1].Envelope.Payload, &last))
+	require.Equal(t, journey.MaxRetries, last.Refusals)
+	require.Equal(t, journey.MaxRetries, last.RetryAttempt)
+	require.Equal(t, task.WaitingRetry, last.ExpectedStatus)
 }
 
 func TestAnotherTenantsEventIsRefused(t *testing.T) {
@@ -228,10 +251,11 @@ func TestWaitingForASlotNeverFailsTheTask(t *testing.T) {
 	_, err = limiter.Acquire(t.Context(), other)
 	require.NoError(t, err)
 
+	require.NoError(t, b.deliver(t, uuid.NewString()))
 	for range journey.MaxRetries + 2 {
 		_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET next_retry_at = now()`)
 		require.NoError(t, err)
-		require.NoError(t, b.deliver(t, uuid.NewString()))
+		require.NoError(t, b.deliverScheduled(t))
 		require.Equal(t, task.WaitingRetry, b.reload(t).Status)
 	}
 	require.Empty(t, b.fake.keys, "nothing reached the provider without a slot")
@@ -239,8 +263,21 @@ func TestWaitingForASlotNeverFailsTheTask(t *testing.T) {
 	require.NoError(t, limiter.Release(t.Context(), slots.Lease{Holder: other.Holder, Scopes: []string{other.Scopes[0].Name, other.Scopes[1].Name, other.Scopes[2].Name}, TTL: other.TTL}))
 	_, err = b.pool.Exec(t.Context(), `UPDATE generation_tasks SET next_retry_at = now()`)
 	require.NoError(t, err)
-	require.NoError(t, b.deliver(t, uuid.NewString()))
+	require.NoError(t, b.deliverScheduled(t))
 	require.Equal(t, task.ProviderRunning, b.reload(t).Status)
+
+	// A copy of an older delayed resubmit (a replay, say), overtaken by the
+	// waits after it, is stale even though the task is due again.
+	evs := stagetest.StoredEvents(t, b.pool, catalog.EventSubmitRequested)
+	var first task.SubmitRequested
+	require.NoError(t, json.Unmarshal(evs[0].Envelope.Payload, &first))
+	require.NotZero(t, first.ExpectedVersion)
+	_, err = b.pool.Exec(t.Context(), `UPDATE generation_tasks SET status = 'WAITING_RETRY', next_retry_at = now() WHERE task_id = $1`, b.task.ID)
+	require.NoError(t, err)
+	id := uuid.NewString()
+	_, err = b.fn.Handle(t.Context(), stagetest.CloudEvent(t, b.task, id, catalog.EventSubmitRequested, first))
+	require.NoError(t, err)
+	require.Equal(t, "STALE_NOOP", stagetest.InboxResult(t, b.pool, catalog.GroupSubmit.Name, id))
 }
 
 // TestAJobIDAnotherAttemptHoldsNeedsAttention: a provider that hands out

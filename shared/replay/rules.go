@@ -165,9 +165,12 @@ func remoteJobs(e Effects) string {
 	return strings.Join(jobs, ", ")
 }
 
-func decideSubmit(s state, _ task.SubmitRequested) Verdict {
+func decideSubmit(s state, p task.SubmitRequested) Verdict {
 	t := s.task
 	switch {
+	case !task.SubmitResumes(t) && !p.Holds(t):
+		return stale("submit.stale", "the delayed resubmit expects the task %s at version %d, and it is %s: the submit stage would record a stale no-op",
+			p.ExpectedStatus, p.ExpectedVersion, at(t))
 	case task.SubmitStarts(t, s.now):
 		if a := openAttempt(s.effects); a != nil {
 			return act("submit.retry_attempt", "the task is %s: the submit stage would call %s again with attempt #%d and its provider idempotency key %s, so the provider returns the job that key already made, if any",

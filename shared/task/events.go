@@ -35,10 +35,15 @@ func FromEnvelope(producer string, ev envelope.Envelope) Origin {
 // a field added later must be optional, so that the consumers of the
 // release before read the payload too.
 type (
-	// SubmitRequested asks the submit stage to (re)submit a task.
+	// SubmitRequested asks the submit stage to (re)submit a task. A
+	// delayed resubmit after a 429, a 503 or a missing slot carries a
+	// [Wait] (RetryAttempt: the waits so far) and the provider's refusals
+	// so far, which SUBMIT_MAX_RETRIES bounds.
 	SubmitRequested struct {
-		TaskID  uuid.UUID `json:"task_id" payload:"required"`
-		Version int64     `json:"version"`
+		TaskID   uuid.UUID `json:"task_id" payload:"required"`
+		Version  int64     `json:"version"`
+		Refusals int       `json:"refusals,omitempty"`
+		Wait
 	}
 	// PollDue asks the poll stage to check the provider job of an attempt.
 	// PollAt identifies the poll chain: a message whose PollAt is not the
