@@ -67,23 +67,13 @@ func New(p Params) *stage.Function {
 		p.Logger = slog.New(slog.DiscardHandler)
 	}
 	f := &fetcher{Params: p}
-	return stage.New(stage.Params{Name: Name, EventTypes: []string{catalog.EventFetchRequested}, Work: f.work, Logger: p.Logger})
+	return stage.NewTyped(stage.Typed[task.FetchRequested]{Name: Name, EventType: catalog.EventFetchRequested,
+		Consumer: catalog.GroupFetch.Name, DB: p.Pool, Logger: p.Logger, Work: f.work,
+		Acts: func(t task.Task, req task.FetchRequested) bool { return task.FetchActs(t) && req.Holds(t) }})
 }
 
-func (f *fetcher) work(ctx context.Context, ev envelope.Envelope) error {
-	req, err := stage.Decode[task.FetchRequested](ev)
-	if err != nil {
-		return err
-	}
-	consumer := catalog.GroupFetch.Name
-	t, err := stage.ReadTask(ctx, f.Pool, ev, req.TaskID)
-	if err != nil {
-		return err
-	}
-	if !task.FetchActs(t) || !req.Holds(t) {
-		return stage.Noop(ctx, f.Pool, consumer, ev)
-	}
-	o := task.FromEnvelope(Name, ev)
+func (f *fetcher) work(ctx context.Context, d stage.Delivery[task.FetchRequested]) error {
+	ev, req, t, consumer, o := d.Env, d.Payload, d.Task, d.Consumer, d.Origin
 	key, err := blob.Key(t.TenantID.String(), t.ID.String(), "output", "video.mp4")
 	if err != nil {
 		return outcome.Permanent("asset.bad_key", err)
@@ -95,7 +85,7 @@ func (f *fetcher) work(ctx context.Context, ev envelope.Envelope) error {
 		}
 		obj, err = f.download(ctx, t, key)
 		if errors.Is(err, errExpired) {
-			return stage.DoLocked(ctx, f.Pool, consumer, ev, t.ID, task.Fetching, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
+			return d.Locked(ctx, f.Pool, task.Fetching, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
 				return task.Fail(ctx, tx, o, cur, "provider.output_expired",
 					"the provider's output expired before it could be stored; the generation was not repeated")
 			})
@@ -111,7 +101,7 @@ func (f *fetcher) work(ctx context.Context, ev envelope.Envelope) error {
 	if err != nil || len(sum) != 32 {
 		return fmt.Errorf("stored object %s has no usable sha256 (%q)", key, obj.SHA256)
 	}
-	return stage.DoLocked(ctx, f.Pool, consumer, ev, t.ID, task.Fetching, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
+	return d.Locked(ctx, f.Pool, task.Fetching, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
 		assetID := uuid.Must(uuid.NewV7())
 		err := tx.QueryRow(ctx, `INSERT INTO assets (asset_id, tenant_id, task_id, kind, object_key, checksum_sha256, size_bytes, content_type)
 			VALUES ($1, $2, $3, 'SOURCE', $4, $5, $6, $7)

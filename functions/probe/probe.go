@@ -24,7 +24,6 @@ import (
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/catalog"
-	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/media"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/outcome"
@@ -53,30 +52,20 @@ func New(p Params) *stage.Function {
 		p.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &prober{Params: p}
-	return stage.New(stage.Params{Name: Name, EventTypes: []string{catalog.EventPostprocess}, Work: s.work, Logger: p.Logger})
+	return stage.NewTyped(stage.Typed[task.Postprocess]{Name: Name, EventType: catalog.EventPostprocess,
+		Consumer: catalog.GroupProbe.Name, DB: p.Pool, Logger: p.Logger, Work: s.work,
+		Acts: func(t task.Task, _ task.Postprocess) bool { return task.PostprocessActs(t) }})
 }
 
-func (s *prober) work(ctx context.Context, ev envelope.Envelope) error {
-	req, err := stage.Decode[task.Postprocess](ev)
-	if err != nil {
-		return err
-	}
+func (s *prober) work(ctx context.Context, d stage.Delivery[task.Postprocess]) error {
+	ev, req, t, consumer, o := d.Env, d.Payload, d.Task, d.Consumer, d.Origin
 	if req.Step != catalog.TagProbe {
 		return outcome.Permanentf("payload.invalid", "the probe stage handles step %s, not %q", catalog.TagProbe, req.Step)
-	}
-	consumer := catalog.GroupProbe.Name
-	t, err := stage.ReadTask(ctx, s.Pool, ev, req.TaskID)
-	if err != nil {
-		return err
-	}
-	if !task.PostprocessActs(t) {
-		return stage.Noop(ctx, s.Pool, consumer, ev)
 	}
 	asset, err := stage.ReadAsset(ctx, s.Pool, t, req.AssetID)
 	if err != nil {
 		return err
 	}
-	o := task.FromEnvelope(Name, ev)
 
 	var probe *media.Probe
 	if !asset.Probed {
@@ -86,19 +75,19 @@ func (s *prober) work(ctx context.Context, ev envelope.Envelope) error {
 		}
 		p, err := s.Media.Probe(ctx, url)
 		if reason := notAVideo(p, err); reason != "" {
-			return stage.DoLocked(ctx, s.Pool, consumer, ev, t.ID, task.MediaProcessing, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
+			return d.Locked(ctx, s.Pool, task.MediaProcessing, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
 				return task.Fail(ctx, tx, o, cur, "media.not_a_video", reason)
 			})
 		}
 		if err != nil {
 			if missing := stage.SourceMissing(ctx, s.Blob, asset.ObjectKey); missing != nil {
-				return stage.Escalate(ctx, s.Pool, consumer, ev, o, t.ID, missing, s.Logger)
+				return stage.Escalate(ctx, s.Pool, consumer, ev, o, t.ID, missing, d.Log)
 			}
 			return outcome.Retryable("media.probe_failed", err)
 		}
 		probe = &p
 	}
-	return stage.DoLocked(ctx, s.Pool, consumer, ev, t.ID, task.MediaProcessing, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
+	return d.Locked(ctx, s.Pool, task.MediaProcessing, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
 		if probe != nil {
 			if err := record(ctx, tx, asset, *probe); err != nil {
 				return err

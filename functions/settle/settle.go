@@ -19,7 +19,6 @@ import (
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/catalog"
-	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/task"
@@ -39,20 +38,12 @@ func New(p Params) *stage.Function {
 	if p.Logger == nil {
 		p.Logger = slog.New(slog.DiscardHandler)
 	}
-	work := func(ctx context.Context, ev envelope.Envelope) error {
-		req, err := stage.Decode[task.SettleRequested](ev)
-		if err != nil {
-			return err
-		}
-		_, err = inbox.Do(ctx, p.Pool, catalog.GroupSettle.Name, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-			t, err := task.Lock(ctx, tx, req.TaskID)
-			if errors.Is(err, task.ErrNotFound) {
-				return "", outcome.Permanentf("task.not_found", "task %s does not exist", req.TaskID)
-			}
+	work := func(ctx context.Context, d stage.Delivery[task.SettleRequested]) error {
+		// The decision is the task's as locked, not as read before: a
+		// concurrent settle may have taken it.
+		_, err := inbox.Do(ctx, p.Pool, d.Consumer, d.Env, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+			t, err := task.Lock(ctx, tx, d.Task.ID)
 			if err != nil {
-				return "", err
-			}
-			if err := stage.CheckTenant(ev, t.TenantID); err != nil {
 				return "", err
 			}
 			if !task.SettleActs(t) {
@@ -78,5 +69,7 @@ func New(p Params) *stage.Function {
 		})
 		return err
 	}
-	return stage.New(stage.Params{Name: Name, EventTypes: []string{catalog.EventSettleRequested}, Work: work, Logger: p.Logger})
+	return stage.NewTyped(stage.Typed[task.SettleRequested]{Name: Name, EventType: catalog.EventSettleRequested,
+		Consumer: catalog.GroupSettle.Name, DB: p.Pool, Logger: p.Logger, Work: work,
+		Acts: func(t task.Task, _ task.SettleRequested) bool { return task.SettleActs(t) }})
 }

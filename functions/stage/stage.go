@@ -15,6 +15,15 @@
 // Over HTTP ([HTTPHandler]) a failure's answer carries its class and code in
 // an outcome.Body, so the quarantine row names the stage's reason.
 //
+// # Typed stages
+//
+// [NewTyped] builds a stage on one event type whose payload is about one
+// task: it decodes the payload (additive fields tolerated, required ones
+// enforced), reads the task, refuses another tenant's, and records a stale
+// no-op when the stage's Acts says the task no longer needs the event; the
+// stage's work gets a [Delivery] with all of it. fetch, probe, transcode
+// and settle are typed stages.
+//
 // # Metrics
 //
 // Every Handle is timed into aivedio_stage_work_duration_seconds{stage,

@@ -28,7 +28,6 @@ import (
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/catalog"
-	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/media"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/outcome"
@@ -73,29 +72,24 @@ func New(p Params) *stage.Function {
 		p.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &transcoder{Params: p}
-	return stage.New(stage.Params{Name: Name, EventTypes: []string{catalog.EventPostprocess}, Work: s.work, Logger: p.Logger})
+	return stage.NewTyped(stage.Typed[task.Postprocess]{Name: Name, EventType: catalog.EventPostprocess,
+		Consumer: catalog.GroupTranscode.Name, DB: p.Pool, Logger: p.Logger, Work: s.work,
+		// A finished task's background retry of a derivative it went
+		// without is work too.
+		Acts: func(t task.Task, req task.Postprocess) bool {
+			return task.PostprocessActs(t) || task.DerivativeRetryActs(t, catalog.DerivativeKind(req.Step))
+		}})
 }
 
-func (s *transcoder) work(ctx context.Context, ev envelope.Envelope) error {
-	req, err := stage.Decode[task.Postprocess](ev)
-	if err != nil {
-		return err
-	}
+func (s *transcoder) work(ctx context.Context, delivery stage.Delivery[task.Postprocess]) error {
+	ev, req, t, consumer := delivery.Env, delivery.Payload, delivery.Task, delivery.Consumer
 	d, ok := derivatives[req.Step]
 	d.kind = catalog.DerivativeKind(req.Step)
 	if !ok {
 		return outcome.Permanentf("payload.invalid", "the transcode stage makes %s, %s and %s, not %q",
 			catalog.TagTranscodeProxy, catalog.TagThumbnail, catalog.TagWaveform, req.Step)
 	}
-	consumer := catalog.GroupTranscode.Name
-	t, err := stage.ReadTask(ctx, s.Pool, ev, req.TaskID)
-	if err != nil {
-		return err
-	}
 	background := task.DerivativeRetryActs(t, d.kind)
-	if !task.PostprocessActs(t) && !background {
-		return stage.Noop(ctx, s.Pool, consumer, ev)
-	}
 	source, err := stage.ReadAsset(ctx, s.Pool, t, req.AssetID)
 	if err != nil {
 		return err
@@ -109,7 +103,7 @@ func (s *transcoder) work(ctx context.Context, ev envelope.Envelope) error {
 		obj, err = s.make(ctx, t, source, d)
 		if err != nil && !background {
 			if missing := stage.SourceMissing(ctx, s.Blob, source.ObjectKey); missing != nil {
-				return stage.Escalate(ctx, s.Pool, consumer, ev, task.FromEnvelope(Name, ev), t.ID, missing, s.Logger)
+				return stage.Escalate(ctx, s.Pool, consumer, ev, delivery.Origin, t.ID, missing, delivery.Log)
 			}
 		}
 		var mediaErr *media.ExitError
@@ -122,7 +116,7 @@ func (s *transcoder) work(ctx context.Context, ev envelope.Envelope) error {
 			return err
 		}
 	}
-	o := task.FromEnvelope(Name, ev)
+	o := delivery.Origin
 	if background {
 		return s.storeLate(ctx, ev, consumer, t, source, d, obj, exists)
 	}

@@ -98,6 +98,24 @@ type (
 	}
 )
 
+// TaskRef is the task each payload is about (stage.Payload).
+func (p SubmitRequested) TaskRef() uuid.UUID { return p.TaskID }
+
+// TaskRef is the task the poll is for.
+func (p PollDue) TaskRef() uuid.UUID { return p.TaskID }
+
+// TaskRef is the task whose output is fetched.
+func (p FetchRequested) TaskRef() uuid.UUID { return p.TaskID }
+
+// TaskRef is the task whose asset the step is for.
+func (p Postprocess) TaskRef() uuid.UUID { return p.TaskID }
+
+// TaskRef is the task to settle.
+func (p SettleRequested) TaskRef() uuid.UUID { return p.TaskID }
+
+// TaskRef is the task to reconcile.
+func (p ReconcileDue) TaskRef() uuid.UUID { return p.TaskID }
+
 // Wait is what a delayed event of a business wait carries (seed 7.12.1):
 // the state and version the task must still be in for the event to act
 // (else it is a stale no-op), when it is due, why, and the how-manieth
