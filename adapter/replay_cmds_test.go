@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/google/uuid"
@@ -174,8 +173,7 @@ func queuedTask(t *testing.T, pool *pgxpool.Pool) envelope.Envelope {
 			TenantID: c.TenantID, IdempotencyKey: "k-1", RequestHash: hash[:],
 			Model: "acme/video-1", Prompt: "a cat", DurationSeconds: 4, Resolution: "1280x720",
 		}, func(tk task.Task) ([]outbox.Event, error) {
-			ev, err := task.Origin{Producer: "api"}.Event(tk, catalog.EventSubmitRequested, catalog.GenerationSubmit, "",
-				task.SubmitRequested{TaskID: tk.ID, Version: tk.Version}, time.Time{})
+			ev, err := task.Origin{Producer: "api"}.Emit(tk, task.SubmitRequested{TaskID: tk.ID, Version: tk.Version})
 			submit = ev.Envelope
 			return []outbox.Event{ev}, err
 		})

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/shared/attempt"
-	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/task"
@@ -84,8 +83,7 @@ func (s *Server) providerCallback(w http.ResponseWriter, r *http.Request) *apiEr
 		if err != nil {
 			return err
 		}
-		ev, err := origin.Event(t, catalog.EventCallbackReceived, catalog.GenerationCallback, "",
-			task.CallbackReceived{Provider: name, ProviderJobID: job.ID}, time.Time{})
+		ev, err := origin.Emit(t, task.CallbackReceived{Provider: name, ProviderJobID: job.ID})
 		if err != nil {
 			return err
 		}

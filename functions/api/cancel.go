@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/shared/attempt"
-	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
@@ -85,8 +84,7 @@ func (s *Server) cancelOnce(ctx context.Context, tx pgx.Tx, tenantID, id uuid.UU
 			"generation %s already finished as %s (version %d); there is nothing to cancel", id, cur.Status, cur.Version)
 
 	case cur.Status == task.Queued || cur.Status == task.WaitingRetry:
-		settle, err := origin.Event(cur, catalog.EventSettleRequested, catalog.BillingSettle, "",
-			task.SettleRequested{TaskID: cur.ID, Status: task.Canceled}, time.Time{})
+		settle, err := origin.Emit(cur, task.SettleRequested{TaskID: cur.ID, Status: task.Canceled})
 		if err != nil {
 			return 0, taskRef{}, err
 		}
@@ -122,8 +120,7 @@ func (s *Server) cancelOnce(ctx context.Context, tx pgx.Tx, tenantID, id uuid.UU
 				case err != nil:
 					return 0, taskRef{}, fmt.Errorf("attempt of running task %s: %w", cur.ID, err)
 				default:
-					e, err := origin.Event(cur, catalog.EventPollDue, catalog.GenerationPollDelay, "",
-						task.PollDue{TaskID: cur.ID, AttemptID: running.ID, PollAt: now}, now)
+					e, err := origin.EmitAt(cur, task.PollDue{TaskID: cur.ID, AttemptID: running.ID, PollAt: now}, now)
 					if err != nil {
 						return 0, taskRef{}, err
 					}

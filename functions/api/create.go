@@ -5,13 +5,11 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/shared/billing"
-	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
@@ -72,8 +70,7 @@ func (s *Server) createGeneration(w http.ResponseWriter, r *http.Request, p tena
 			}
 			return err
 		}
-		submit, err := origin.Event(t, catalog.EventSubmitRequested, catalog.GenerationSubmit, "",
-			task.SubmitRequested{TaskID: t.ID, Version: t.Version}, time.Time{})
+		submit, err := origin.Emit(t, task.SubmitRequested{TaskID: t.ID, Version: t.Version})
 		if err != nil {
 			return err
 		}

@@ -254,8 +254,7 @@ func (b *testBundle) settleEvent(t *testing.T, id uuid.UUID) envelope.Envelope {
 	t.Helper()
 	tk, err := task.Get(t.Context(), b.pool, id)
 	require.NoError(t, err)
-	ev, err := task.Origin{Producer: "transcode"}.Event(tk, catalog.EventSettleRequested, catalog.BillingSettle, "",
-		task.SettleRequested{TaskID: id, Status: tk.Status}, time.Time{})
+	ev, err := task.Origin{Producer: "transcode"}.Emit(tk, task.SettleRequested{TaskID: id, Status: tk.Status})
 	require.NoError(t, err)
 	return ev.Envelope
 }

@@ -111,8 +111,7 @@ func (f *fetcher) work(ctx context.Context, d stage.Delivery[task.FetchRequested
 		if err != nil {
 			return fmt.Errorf("record output asset: %w", err)
 		}
-		probe, err := o.Event(cur, catalog.EventPostprocess, catalog.AssetPostprocess, catalog.TagProbe,
-			task.Postprocess{TaskID: cur.ID, AssetID: assetID, Step: catalog.TagProbe}, time.Time{})
+		probe, err := o.Emit(cur, task.Postprocess{TaskID: cur.ID, AssetID: assetID, Step: catalog.TagProbe})
 		if err != nil {
 			return err
 		}
@@ -157,7 +156,7 @@ func (f *fetcher) wait(ctx context.Context, ev envelope.Envelope, consumer strin
 			ExpectedStatus: task.Fetching, ExpectedVersion: cur.Version + 1, NotBefore: at,
 			Reason: "provider." + string(class), RetryAttempt: attempt, WaitingSince: since.UTC().Truncate(time.Microsecond),
 		}}
-		e, err := o.Event(cur, catalog.EventFetchRequested, catalog.AssetFetchDelay, "", next, at)
+		e, err := o.EmitAt(cur, next, at)
 		if err != nil {
 			return err
 		}

@@ -181,7 +181,7 @@ func (s *poller) apply(ctx context.Context, ev envelope.Envelope, consumer strin
 			if err := attempt.End(ctx, tx, cur.ID, cur.ProviderJobID, attempt.Succeeded, "", ""); err != nil {
 				return err
 			}
-			fetch, err := o.Event(cur, catalog.EventFetchRequested, catalog.AssetFetch, "", task.FetchRequested{TaskID: cur.ID, AttemptID: due.AttemptID}, time.Time{})
+			fetch, err := o.Emit(cur, task.FetchRequested{TaskID: cur.ID, AttemptID: due.AttemptID})
 			if err != nil {
 				return err
 			}
@@ -256,7 +256,7 @@ func (s *poller) reschedule(ctx context.Context, ev envelope.Envelope, consumer 
 		if err != nil || !moved {
 			return inbox.StaleNoop, err
 		}
-		next, err := o.Event(t, catalog.EventPollDue, catalog.GenerationPollDelay, "", task.PollDue{TaskID: t.ID, AttemptID: due.AttemptID, PollAt: at}, at)
+		next, err := o.EmitAt(t, task.PollDue{TaskID: t.ID, AttemptID: due.AttemptID, PollAt: at}, at)
 		if err != nil {
 			return "", err
 		}

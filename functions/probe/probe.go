@@ -99,8 +99,7 @@ func (s *prober) work(ctx context.Context, d stage.Delivery[task.Postprocess]) e
 		}
 		var events []outbox.Event
 		for _, step := range stage.DerivativeSteps(a.HasAudio) {
-			e, err := o.Event(cur, catalog.EventPostprocess, catalog.AssetPostprocess, step,
-				task.Postprocess{TaskID: cur.ID, AssetID: a.ID, Step: step}, time.Time{})
+			e, err := o.Emit(cur, task.Postprocess{TaskID: cur.ID, AssetID: a.ID, Step: step})
 			if err != nil {
 				return err
 			}

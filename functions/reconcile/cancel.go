@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/functions/stage"
-	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/outbox"
@@ -62,7 +61,7 @@ func (r *reconciler) settleCancel(ctx context.Context, ev envelope.Envelope, con
 		}
 		next := due
 		next.Round++
-		again, err := o.Event(cur, catalog.EventReconcileDue, catalog.ReconcileDelay, "", next, time.Now().Add(r.Journey.ReconcileAfter))
+		again, err := o.EmitAt(cur, next, time.Now().Add(r.Journey.ReconcileAfter))
 		if err != nil {
 			return "", err
 		}

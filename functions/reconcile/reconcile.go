@@ -123,7 +123,7 @@ func (r *reconciler) work(ctx context.Context, ev envelope.Envelope) error {
 				return "", err
 			}
 			pollAt := now.Add(r.Journey.PollFirst).UTC().Truncate(time.Microsecond)
-			poll, err := o.Event(cur, catalog.EventPollDue, catalog.GenerationPollDelay, "", task.PollDue{TaskID: cur.ID, AttemptID: due.AttemptID, PollAt: pollAt}, pollAt)
+			poll, err := o.EmitAt(cur, task.PollDue{TaskID: cur.ID, AttemptID: due.AttemptID, PollAt: pollAt}, pollAt)
 			if err != nil {
 				return "", err
 			}
@@ -135,7 +135,7 @@ func (r *reconciler) work(ctx context.Context, ev envelope.Envelope) error {
 			if err := attempt.Reopen(ctx, tx, due.AttemptID); err != nil {
 				return "", err
 			}
-			resubmit, err := o.Event(cur, catalog.EventSubmitRequested, catalog.GenerationSubmit, "", task.SubmitRequested{TaskID: cur.ID, Version: cur.Version + 1}, time.Time{})
+			resubmit, err := o.Emit(cur, task.SubmitRequested{TaskID: cur.ID, Version: cur.Version + 1})
 			if err != nil {
 				return "", err
 			}
@@ -153,7 +153,7 @@ func (r *reconciler) work(ctx context.Context, ev envelope.Envelope) error {
 		}
 		next := due
 		next.Round++
-		again, err := o.Event(cur, catalog.EventReconcileDue, catalog.ReconcileDelay, "", next, now.Add(r.Journey.ReconcileAfter))
+		again, err := o.EmitAt(cur, next, now.Add(r.Journey.ReconcileAfter))
 		if err != nil {
 			return "", err
 		}

@@ -66,7 +66,7 @@ func (r *reconciler) Scan(ctx context.Context) (ScanReport, error) {
 		emit   func(ctx context.Context, tx pgx.Tx, t task.Task) ([]outbox.Event, error)
 	}
 	submit := func(_ context.Context, _ pgx.Tx, t task.Task) ([]outbox.Event, error) {
-		e, err := scanOrigin.Event(t, catalog.EventSubmitRequested, catalog.GenerationSubmit, "", task.SubmitRequested{TaskID: t.ID, Version: t.Version + 1}, time.Time{})
+		e, err := scanOrigin.Emit(t, task.SubmitRequested{TaskID: t.ID, Version: t.Version + 1})
 		return []outbox.Event{e}, err
 	}
 	ms := func(d time.Duration) string { return fmt.Sprint(d.Milliseconds()) }
@@ -223,12 +223,12 @@ func (r *reconciler) lostPoll(ctx context.Context, tx pgx.Tx, t task.Task) ([]ou
 	if err != nil {
 		return nil, err
 	}
-	e, err := scanOrigin.Event(t, catalog.EventPollDue, catalog.GenerationPollDelay, "", task.PollDue{TaskID: t.ID, AttemptID: a.ID, PollAt: *t.NextPollAt}, time.Now())
+	e, err := scanOrigin.Emit(t, task.PollDue{TaskID: t.ID, AttemptID: a.ID, PollAt: *t.NextPollAt})
 	return []outbox.Event{e}, err
 }
 
 func (r *reconciler) lostFetch(_ context.Context, _ pgx.Tx, t task.Task) ([]outbox.Event, error) {
-	e, err := scanOrigin.Event(t, catalog.EventFetchRequested, catalog.AssetFetch, "", task.FetchRequested{TaskID: t.ID}, time.Time{})
+	e, err := scanOrigin.Emit(t, task.FetchRequested{TaskID: t.ID})
 	return []outbox.Event{e}, err
 }
 
@@ -262,8 +262,7 @@ func (r *reconciler) lostMedia(ctx context.Context, tx pgx.Tx, t task.Task) ([]o
 	}
 	var events []outbox.Event
 	for _, step := range steps {
-		e, err := scanOrigin.Event(t, catalog.EventPostprocess, catalog.AssetPostprocess, step,
-			task.Postprocess{TaskID: t.ID, AssetID: assetID, Step: step}, time.Time{})
+		e, err := scanOrigin.Emit(t, task.Postprocess{TaskID: t.ID, AssetID: assetID, Step: step})
 		if err != nil {
 			return nil, err
 		}
@@ -290,8 +289,7 @@ func (r *reconciler) lostLookup(ctx context.Context, tx pgx.Tx, t task.Task) ([]
 	if err != nil {
 		return nil, err
 	}
-	e, err := scanOrigin.Event(t, catalog.EventReconcileDue, catalog.ReconcileDelay, "",
-		task.ReconcileDue{TaskID: t.ID, AttemptID: lost.ID, Reason: "scanner: lookup chain lost"}, time.Now())
+	e, err := scanOrigin.Emit(t, task.ReconcileDue{TaskID: t.ID, AttemptID: lost.ID, Reason: "scanner: lookup chain lost"})
 	return []outbox.Event{e}, err
 }
 
@@ -310,8 +308,7 @@ func (r *reconciler) lostCancelLook(ctx context.Context, tx pgx.Tx, t task.Task)
 	if err != nil {
 		return nil, err
 	}
-	e, err := scanOrigin.Event(t, catalog.EventReconcileDue, catalog.ReconcileDelay, "",
-		task.ReconcileDue{TaskID: t.ID, AttemptID: canceled.ID, Reason: task.ReasonCancel}, time.Now())
+	e, err := scanOrigin.Emit(t, task.ReconcileDue{TaskID: t.ID, AttemptID: canceled.ID, Reason: task.ReasonCancel})
 	return []outbox.Event{e}, err
 }
 
@@ -397,8 +394,7 @@ func (r *reconciler) retryMissing(ctx context.Context, now time.Time) (int, erro
 				return err
 			}
 			step := catalog.DerivativeStep(m.kind)
-			e, err := scanOrigin.Event(t, catalog.EventPostprocess, catalog.AssetPostprocess, step,
-				task.Postprocess{TaskID: t.ID, AssetID: m.assetID, Step: step}, time.Time{})
+			e, err := scanOrigin.Emit(t, task.Postprocess{TaskID: t.ID, AssetID: m.assetID, Step: step})
 			if err != nil {
 				return err
 			}
@@ -434,7 +430,7 @@ func (r *reconciler) resettle(ctx context.Context, now time.Time) (int, error) {
 			if err != nil {
 				return err
 			}
-			e, err := scanOrigin.Event(t, catalog.EventSettleRequested, catalog.BillingSettle, "", task.SettleRequested{TaskID: t.ID, Status: t.Status}, time.Time{})
+			e, err := scanOrigin.Emit(t, task.SettleRequested{TaskID: t.ID, Status: t.Status})
 			if err != nil {
 				return err
 			}

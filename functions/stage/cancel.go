@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/shared/attempt"
-	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/task"
@@ -56,7 +55,7 @@ func ApplyCancel(ctx context.Context, tx pgx.Tx, o task.Origin, cur task.Task, a
 		if err := attempt.End(ctx, tx, cur.ID, cur.ProviderJobID, attempt.Canceled, "", ""); err != nil {
 			return err
 		}
-		settle, err := o.Event(cur, catalog.EventSettleRequested, catalog.BillingSettle, "", task.SettleRequested{TaskID: cur.ID, Status: task.Canceled}, time.Time{})
+		settle, err := o.Emit(cur, task.SettleRequested{TaskID: cur.ID, Status: task.Canceled})
 		if err != nil {
 			return err
 		}
@@ -66,7 +65,7 @@ func ApplyCancel(ctx context.Context, tx pgx.Tx, o task.Origin, cur task.Task, a
 		if err := attempt.End(ctx, tx, cur.ID, cur.ProviderJobID, attempt.Succeeded, "", ""); err != nil {
 			return err
 		}
-		fetch, err := o.Event(cur, catalog.EventFetchRequested, catalog.AssetFetch, "", task.FetchRequested{TaskID: cur.ID, AttemptID: attemptID}, time.Time{})
+		fetch, err := o.Emit(cur, task.FetchRequested{TaskID: cur.ID, AttemptID: attemptID})
 		if err != nil {
 			return err
 		}
@@ -74,8 +73,7 @@ func ApplyCancel(ctx context.Context, tx pgx.Tx, o task.Origin, cur task.Task, a
 			Set: task.Fields{Progress: task.Ptr(100)}, Events: []outbox.Event{fetch}})
 		return err
 	}
-	look, err := o.Event(cur, catalog.EventReconcileDue, catalog.ReconcileDelay, "",
-		task.ReconcileDue{TaskID: cur.ID, AttemptID: attemptID, Reason: task.ReasonCancel}, time.Now().Add(lookAfter))
+	look, err := o.EmitAt(cur, task.ReconcileDue{TaskID: cur.ID, AttemptID: attemptID, Reason: task.ReasonCancel}, time.Now().Add(lookAfter))
 	if err != nil {
 		return err
 	}

@@ -201,7 +201,7 @@ func (s *submitter) record(ctx context.Context, ev envelope.Envelope, o task.Ori
 				return "", err
 			}
 			pollAt := now.Add(s.Journey.PollFirst).UTC().Truncate(time.Microsecond)
-			poll, err := o.Event(t, catalog.EventPollDue, catalog.GenerationPollDelay, "", task.PollDue{TaskID: t.ID, AttemptID: a.ID, PollAt: pollAt}, pollAt)
+			poll, err := o.EmitAt(t, task.PollDue{TaskID: t.ID, AttemptID: a.ID, PollAt: pollAt}, pollAt)
 			if err != nil {
 				return "", err
 			}
@@ -221,8 +221,7 @@ func (s *submitter) record(ctx context.Context, ev envelope.Envelope, o task.Ori
 			if err := attempt.Answer(ctx, tx, a.ID, attempt.SubmitUnknown, "", string(class), callErr.Error()); err != nil {
 				return "", err
 			}
-			due, err := o.Event(t, catalog.EventReconcileDue, catalog.ReconcileDelay, "",
-				task.ReconcileDue{TaskID: t.ID, AttemptID: a.ID, Reason: "submit answer lost"}, now.Add(s.Journey.ReconcileAfter))
+			due, err := o.EmitAt(t, task.ReconcileDue{TaskID: t.ID, AttemptID: a.ID, Reason: "submit answer lost"}, now.Add(s.Journey.ReconcileAfter))
 			if err != nil {
 				return "", err
 			}
@@ -282,7 +281,7 @@ func (s *submitter) waitTx(ctx context.Context, tx pgx.Tx, o task.Origin, t task
 	at := time.Now().Add(stage.Backoff(min(retries, 16), s.Journey.RetryBase, s.Journey.RetryMax, floor, rand.Float64())).UTC().Truncate(time.Microsecond)
 	next := task.SubmitRequested{TaskID: t.ID, Version: t.Version + 1, Refusals: refusals, Wait: task.Wait{
 		ExpectedStatus: task.WaitingRetry, ExpectedVersion: t.Version + 1, NotBefore: at, Reason: reason, RetryAttempt: retries + 1}}
-	resubmit, err := o.Event(t, catalog.EventSubmitRequested, catalog.GenerationSubmitDelay, "", next, at)
+	resubmit, err := o.EmitAt(t, next, at)
 	if err != nil {
 		return "", err
 	}

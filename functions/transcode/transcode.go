@@ -173,7 +173,7 @@ func (s *transcoder) complete(ctx context.Context, tx pgx.Tx, o task.Origin, cur
 	if len(cur.MissingDerivatives) > 0 {
 		reason += "; without " + strings.ToLower(strings.Join(cur.MissingDerivatives, ", ")) + " (retried in the background)"
 	}
-	settle, err := o.Event(cur, catalog.EventSettleRequested, catalog.BillingSettle, "", task.SettleRequested{TaskID: cur.ID, Status: final}, time.Time{})
+	settle, err := o.Emit(cur, task.SettleRequested{TaskID: cur.ID, Status: final})
 	if err != nil {
 		return err
 	}

@@ -68,8 +68,7 @@ func (b *testBundle) taskAt(t *testing.T, tenantID uuid.UUID, status task.Status
 			TenantID: tenantID, IdempotencyKey: uuid.NewString(), RequestHash: hash[:],
 			Model: "acme/video-1", Prompt: "a cat", DurationSeconds: 4, Resolution: "1280x720",
 		}, func(t task.Task) ([]outbox.Event, error) {
-			ev, err := task.Origin{Producer: "api"}.Event(t, catalog.EventSubmitRequested, catalog.GenerationSubmit, "",
-				task.SubmitRequested{TaskID: t.ID, Version: t.Version}, time.Time{})
+			ev, err := task.Origin{Producer: "api"}.Emit(t, task.SubmitRequested{TaskID: t.ID, Version: t.Version})
 			submit = ev.Envelope
 			return []outbox.Event{ev}, err
 		})

@@ -1,14 +1,11 @@
 package task
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
-	"github.com/aivedio/pipeline/shared/outbox"
 )
 
 // AggregateType is the envelope aggregate_type of every task event.
@@ -135,33 +132,6 @@ type Wait struct {
 // event that is no wait always holds.
 func (w Wait) Holds(t Task) bool {
 	return w.ExpectedVersion == 0 || (t.Status == w.ExpectedStatus && t.Version == w.ExpectedVersion)
-}
-
-// Event builds an outbox event about task t caused by o. deliverAt is set
-// only for DELAY topics; tag defaults to the event type.
-func (o Origin) Event(t Task, eventType string, topic catalog.Topic, tag string, payload any, deliverAt time.Time) (outbox.Event, error) {
-	env, err := envelope.New(envelope.NewParams{
-		EventType:     eventType,
-		Producer:      o.Producer,
-		AggregateType: AggregateType,
-		AggregateID:   t.ID.String(),
-		TenantID:      t.TenantID.String(),
-		TraceID:       o.TraceID,
-		CorrelationID: o.correlation(t),
-		CausationID:   o.EventID,
-		Payload:       payload,
-	})
-	if err != nil {
-		return outbox.Event{}, fmt.Errorf("build %s event: %w", eventType, err)
-	}
-	ev := outbox.Event{Envelope: env, Topic: topic, Tag: tag}
-	switch topic.Type {
-	case catalog.FIFO:
-		ev.MessageGroup = t.ID.String()
-	case catalog.Delay:
-		ev.DeliverAt = deliverAt
-	}
-	return ev, nil
 }
 
 // correlation is the origin's correlation id, or the task id when the

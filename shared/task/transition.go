@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/outbox"
 )
 
@@ -90,7 +89,7 @@ func record(ctx context.Context, tx pgx.Tx, o Origin, from Status, t Task, reaso
 	}
 	change := StateChanged{TaskID: t.ID, TenantID: t.TenantID, From: from, To: t.Status, Version: t.Version,
 		Progress: t.Progress, ErrorCode: t.ErrorCode, At: t.UpdatedAt.UTC()}
-	changed, err := o.Event(t, catalog.EventTaskStateChanged, catalog.GenerationStateFIFO, "", change, time.Time{})
+	changed, err := o.Emit(t, change)
 	if err != nil {
 		return err
 	}
@@ -145,7 +144,7 @@ func Ptr[T any](v T) *T { return &v }
 // Fail moves t to FAILED with an error code and a message a person can act
 // on, and asks billing to release its reservation, in tx.
 func Fail(ctx context.Context, tx pgx.Tx, o Origin, t Task, code, message string) error {
-	settle, err := o.Event(t, catalog.EventSettleRequested, catalog.BillingSettle, "", SettleRequested{TaskID: t.ID, Status: Failed}, time.Time{})
+	settle, err := o.Emit(t, SettleRequested{TaskID: t.ID, Status: Failed})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,122 @@
+package task
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/outbox"
+)
+
+// Message is an event payload that names its event type and its route, so
+// that emitting it takes no strings (the way river's JobArgs name their
+// kind and insert options).
+type Message interface {
+	EventType() string
+	// Route is the topic and tag of the event: sent now, or (delayed) due
+	// at a later time. An empty tag is the event type.
+	Route(delayed bool) (catalog.Topic, string)
+}
+
+// Emit builds the outbox event of p about task t, caused by o, to be
+// delivered now. A payload that only travels on a DELAY topic (a poll, a
+// reconcile look) is due at once.
+func (o Origin) Emit(t Task, p Message) (outbox.Event, error) {
+	return o.emit(t, p, false, time.Now())
+}
+
+// EmitAt builds the outbox event of p about task t, caused by o, due at
+// at: on the payload's DELAY topic, which the broker holds until then.
+func (o Origin) EmitAt(t Task, p Message, at time.Time) (outbox.Event, error) {
+	return o.emit(t, p, true, at)
+}
+
+func (o Origin) emit(t Task, p Message, delayed bool, at time.Time) (outbox.Event, error) {
+	topic, tag := p.Route(delayed)
+	env, err := envelope.New(envelope.NewParams{
+		EventType:     p.EventType(),
+		Producer:      o.Producer,
+		AggregateType: AggregateType,
+		AggregateID:   t.ID.String(),
+		TenantID:      t.TenantID.String(),
+		TraceID:       o.TraceID,
+		CorrelationID: o.correlation(t),
+		CausationID:   o.EventID,
+		Payload:       p,
+	})
+	if err != nil {
+		return outbox.Event{}, fmt.Errorf("build %s event: %w", p.EventType(), err)
+	}
+	ev := outbox.Event{Envelope: env, Topic: topic, Tag: tag}
+	switch topic.Type {
+	case catalog.FIFO:
+		ev.MessageGroup = t.ID.String()
+	case catalog.Delay:
+		ev.DeliverAt = at
+	}
+	return ev, nil
+}
+
+// delayedOr picks a payload's DELAY topic when it is due later.
+func delayedOr(delayed bool, now, later catalog.Topic) catalog.Topic {
+	if delayed {
+		return later
+	}
+	return now
+}
+
+// EventType names the payload's event.
+func (SubmitRequested) EventType() string { return catalog.EventSubmitRequested }
+
+// Route: generation.submit now, generation.submit.delay for a resubmit
+// after a wait.
+func (SubmitRequested) Route(delayed bool) (catalog.Topic, string) {
+	return delayedOr(delayed, catalog.GenerationSubmit, catalog.GenerationSubmitDelay), ""
+}
+
+// EventType names the payload's event.
+func (PollDue) EventType() string { return catalog.EventPollDue }
+
+// Route: a poll always rides the poll DELAY topic.
+func (PollDue) Route(bool) (catalog.Topic, string) { return catalog.GenerationPollDelay, "" }
+
+// EventType names the payload's event.
+func (CallbackReceived) EventType() string { return catalog.EventCallbackReceived }
+
+// Route: the callback topic; a callback is never delayed.
+func (CallbackReceived) Route(bool) (catalog.Topic, string) { return catalog.GenerationCallback, "" }
+
+// EventType names the payload's event.
+func (FetchRequested) EventType() string { return catalog.EventFetchRequested }
+
+// Route: asset.fetch now, asset.fetch.delay for a fetch put off because
+// the output was not ready.
+func (FetchRequested) Route(delayed bool) (catalog.Topic, string) {
+	return delayedOr(delayed, catalog.AssetFetch, catalog.AssetFetchDelay), ""
+}
+
+// EventType names the payload's event.
+func (Postprocess) EventType() string { return catalog.EventPostprocess }
+
+// Route: asset.postprocess, tagged with the step so that each media
+// consumer group takes its own.
+func (p Postprocess) Route(bool) (catalog.Topic, string) { return catalog.AssetPostprocess, p.Step }
+
+// EventType names the payload's event.
+func (SettleRequested) EventType() string { return catalog.EventSettleRequested }
+
+// Route: billing.settle.
+func (SettleRequested) Route(bool) (catalog.Topic, string) { return catalog.BillingSettle, "" }
+
+// EventType names the payload's event.
+func (StateChanged) EventType() string { return catalog.EventTaskStateChanged }
+
+// Route: the FIFO state topic, grouped by task.
+func (StateChanged) Route(bool) (catalog.Topic, string) { return catalog.GenerationStateFIFO, "" }
+
+// EventType names the payload's event.
+func (ReconcileDue) EventType() string { return catalog.EventReconcileDue }
+
+// Route: a reconcile look always rides the reconcile DELAY topic.
+func (ReconcileDue) Route(bool) (catalog.Topic, string) { return catalog.ReconcileDelay, "" }
