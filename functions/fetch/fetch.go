@@ -39,7 +39,6 @@ import (
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
-	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/provider"
@@ -69,11 +68,11 @@ func New(p Params) *stage.Function {
 	f := &fetcher{Params: p}
 	return stage.NewTyped(stage.Typed[task.FetchRequested]{Name: Name, EventType: catalog.EventFetchRequested,
 		Consumer: catalog.GroupFetch.Name, DB: p.Pool, Logger: p.Logger, Work: f.work,
-		Acts: func(t task.Task, req task.FetchRequested) bool { return task.FetchActs(t) && req.Holds(t) }})
+		Acts: func(t task.Task, _ task.FetchRequested) bool { return task.FetchActs(t) }})
 }
 
 func (f *fetcher) work(ctx context.Context, d stage.Delivery[task.FetchRequested]) error {
-	ev, req, t, consumer, o := d.Env, d.Payload, d.Task, d.Consumer, d.Origin
+	t, o := d.Task, d.Origin
 	key, err := blob.Key(t.TenantID.String(), t.ID.String(), "output", "video.mp4")
 	if err != nil {
 		return outcome.Permanent("asset.bad_key", err)
@@ -85,13 +84,13 @@ func (f *fetcher) work(ctx context.Context, d stage.Delivery[task.FetchRequested
 		}
 		obj, err = f.download(ctx, t, key)
 		if errors.Is(err, errExpired) {
-			return d.Locked(ctx, f.Pool, task.Fetching, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
+			return d.Locked(ctx, task.Fetching, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
 				return task.Fail(ctx, tx, o, cur, "provider.output_expired",
 					"the provider's output expired before it could be stored; the generation was not repeated")
 			})
 		}
 		if waits(err) {
-			return f.wait(ctx, ev, consumer, o, t, req, err)
+			return f.wait(ctx, d, err)
 		}
 		if err != nil {
 			return err
@@ -101,7 +100,7 @@ func (f *fetcher) work(ctx context.Context, d stage.Delivery[task.FetchRequested
 	if err != nil || len(sum) != 32 {
 		return fmt.Errorf("stored object %s has no usable sha256 (%q)", key, obj.SHA256)
 	}
-	return d.Locked(ctx, f.Pool, task.Fetching, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
+	return d.Locked(ctx, task.Fetching, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
 		assetID := uuid.Must(uuid.NewV7())
 		err := tx.QueryRow(ctx, `INSERT INTO assets (asset_id, tenant_id, task_id, kind, object_key, checksum_sha256, size_bytes, content_type)
 			VALUES ($1, $2, $3, 'SOURCE', $4, $5, $6, $7)
@@ -132,12 +131,13 @@ func waits(err error) bool {
 	return false
 }
 
-// wait records a business wait in ev's inbox-protected transaction: a
+// wait records a business wait in d's inbox-protected transaction: a
 // timeline row on the task (its version moves, so an older delayed fetch
 // goes stale) and the next fetch, delayed; or, past FETCH_MAX_WAIT since
 // the first try, the task's failure.
-func (f *fetcher) wait(ctx context.Context, ev envelope.Envelope, consumer string, o task.Origin, t task.Task, req task.FetchRequested, cause error) error {
-	return stage.DoLocked(ctx, f.Pool, consumer, ev, t.ID, task.Fetching, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
+func (f *fetcher) wait(ctx context.Context, d stage.Delivery[task.FetchRequested], cause error) error {
+	req, o := d.Payload, d.Origin
+	return d.Locked(ctx, task.Fetching, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
 		now := time.Now()
 		since := req.WaitingSince
 		if since.IsZero() {

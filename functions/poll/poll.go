@@ -62,72 +62,59 @@ type Params struct {
 
 type poller struct{ Params }
 
-// New returns the poll function.
+// New returns the poll function: delayed polls and provider callbacks.
 func New(p Params) *stage.Function {
 	if p.Logger == nil {
 		p.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &poller{Params: p}
-	return stage.New(stage.Params{Name: Name, EventTypes: []string{catalog.EventPollDue, catalog.EventCallbackReceived}, Work: s.work, Logger: p.Logger})
+	return stage.Combine(stage.Params{Name: Name, Logger: p.Logger},
+		stage.Typed[task.PollDue]{Name: Name, EventType: catalog.EventPollDue, Consumer: catalog.GroupPoll.Name, DB: p.Pool, Logger: p.Logger,
+			Acts: func(t task.Task, due task.PollDue) bool { return task.PollActs(t, due.PollAt) },
+			Work: s.poll},
+		stage.Typed[task.CallbackReceived]{Name: Name, EventType: catalog.EventCallbackReceived, Consumer: catalog.GroupCallback.Name, DB: p.Pool, Logger: p.Logger,
+			TaskOf: func(env envelope.Envelope, _ task.CallbackReceived) (uuid.UUID, error) {
+				id, err := uuid.Parse(env.AggregateID)
+				if err != nil {
+					return uuid.Nil, outcome.Permanentf("payload.invalid", "callback event aggregate_id %q is not a task id", env.AggregateID)
+				}
+				return id, nil
+			},
+			Acts: func(t task.Task, cb task.CallbackReceived) bool {
+				return task.CallbackActs(t, cb.Provider, cb.ProviderJobID)
+			},
+			Work: s.callback})
 }
 
-func (s *poller) work(ctx context.Context, ev envelope.Envelope) error {
-	if ev.EventType == catalog.EventCallbackReceived {
-		return s.callback(ctx, ev)
-	}
-	due, err := stage.Decode[task.PollDue](ev)
-	if err != nil {
-		return err
-	}
-	consumer := catalog.GroupPoll.Name
-	t, err := stage.ReadTask(ctx, s.Pool, ev, due.TaskID)
-	if err != nil {
-		return err
-	}
-	if !task.PollActs(t, due.PollAt) {
-		return stage.Noop(ctx, s.Pool, consumer, ev)
-	}
+// poll is one poll of the chain.
+func (s *poller) poll(ctx context.Context, d stage.Delivery[task.PollDue]) error {
+	t, due := d.Task, d.Payload
 	if wait := time.Until(due.PollAt); wait > earlyTolerance {
 		// Delivered early: put the same poll back at its time rather than
 		// polling early or losing the chain.
-		return s.reschedule(ctx, ev, consumer, t, due, due.PollAt)
+		return s.reschedule(ctx, d, due.PollAt, due.Reason)
 	}
 	if t.CancelRequested {
-		return s.cancelJob(ctx, ev, consumer, t, due.AttemptID)
+		return cancelJob(ctx, s, d, due.AttemptID)
 	}
 	job, err := s.get(ctx, t.ProviderJobID)
-	return s.apply(ctx, ev, consumer, t, due, job, err)
+	return apply(ctx, s, d, due.AttemptID, job, err, func(at time.Time, reason string) error {
+		return s.reschedule(ctx, d, at, reason)
+	})
 }
 
 // callback applies a verified provider callback: the same path as a poll,
 // without touching the poll chain.
-func (s *poller) callback(ctx context.Context, ev envelope.Envelope) error {
-	cb, err := stage.Decode[task.CallbackReceived](ev)
-	if err != nil {
-		return err
-	}
-	consumer := catalog.GroupCallback.Name
-	taskID, err := uuid.Parse(ev.AggregateID)
-	if err != nil {
-		return outcome.Permanentf("payload.invalid", "callback event aggregate_id %q is not a task id", ev.AggregateID)
-	}
-	t, err := stage.ReadTask(ctx, s.Pool, ev, taskID)
-	if err != nil {
-		return err
-	}
-	if !task.CallbackActs(t, cb.Provider, cb.ProviderJobID) {
-		return stage.Noop(ctx, s.Pool, consumer, ev)
-	}
+func (s *poller) callback(ctx context.Context, d stage.Delivery[task.CallbackReceived]) error {
+	t := d.Task
 	// A callback names the job, not the attempt. Look the attempt up so
-	// that the fetch it asks for carries the same payload a poll's does:
-	// without this its attempt_id was the zero UUID.
+	// that the fetch it asks for carries the same payload a poll's does.
 	a, err := attempt.OfJob(ctx, s.Pool, t.ID, t.ProviderJobID)
 	if err != nil {
 		return err
 	}
-	attemptID := a.ID
 	if t.CancelRequested {
-		return s.cancelJob(ctx, ev, consumer, t, attemptID)
+		return cancelJob(ctx, s, d, a.ID)
 	}
 	// The callback only says something happened; the job's state is read
 	// from the provider, which is the authority.
@@ -135,9 +122,9 @@ func (s *poller) callback(ctx context.Context, ev envelope.Envelope) error {
 	if err != nil || !job.Status.Terminal() {
 		// Not over yet (or the provider is unreachable): the poll chain
 		// carries on as scheduled.
-		return stage.Noop(ctx, s.Pool, consumer, ev)
+		return d.Noop(ctx)
 	}
-	return s.apply(ctx, ev, consumer, t, task.PollDue{TaskID: t.ID, AttemptID: attemptID}, job, nil)
+	return apply(ctx, s, d, a.ID, job, nil, nil)
 }
 
 // checkIdentity refuses (refused non-nil) a job that carries another
@@ -157,10 +144,20 @@ func (s *poller) get(ctx context.Context, jobID string) (provider.Job, error) {
 	return s.Provider.Get(ctx, jobID)
 }
 
-// apply records what the provider said. due.PollAt is zero for callbacks.
-func (s *poller) apply(ctx context.Context, ev envelope.Envelope, consumer string, t task.Task, due task.PollDue, job provider.Job, getErr error) error {
-	o := task.FromEnvelope(Name, ev)
-	log := s.Logger.With(slog.String("task_id", t.ID.String()), slog.String("event_id", ev.EventID))
+// releaseSlots frees the task's slots once the delivery's work committed.
+func releaseSlots[T any](s *poller, d stage.Delivery[T]) {
+	d.AfterCommit(func(ctx context.Context) {
+		stage.ReleaseSlots(ctx, s.Slots, stage.GenerationSlots(d.Task, d.Task.Provider, s.Journey), d.Log)
+	})
+}
+
+// apply records what the provider said about the job of attemptID. A job
+// still running is polled again through next (nil for a callback: the
+// chain carries on as scheduled).
+func apply[T any](ctx context.Context, s *poller, d stage.Delivery[T], attemptID uuid.UUID, job provider.Job, getErr error,
+	next func(at time.Time, reason string) error,
+) error {
+	t, o, log := d.Task, d.Origin, d.Log
 	if getErr == nil {
 		refused, err := s.checkIdentity(ctx, t, job)
 		if err != nil {
@@ -168,20 +165,17 @@ func (s *poller) apply(ctx context.Context, ev envelope.Envelope, consumer strin
 		}
 		if refused != nil {
 			log.WarnContext(ctx, "provider job refused", slog.String("error", refused.Error()))
-			err := stage.Escalate(ctx, s.Pool, consumer, ev, o, t.ID, stage.Uncurable("provider.identity_mismatch", refused), log)
-			if err == nil {
-				stage.ReleaseSlots(ctx, s.Slots, stage.GenerationSlots(t, t.Provider, s.Journey), log)
-			}
-			return err
+			releaseSlots(s, d)
+			return d.Escalate(ctx, stage.Uncurable("provider.identity_mismatch", refused))
 		}
 	}
 	switch class := provider.ClassOf(getErr); {
 	case getErr == nil && job.Status == provider.StatusSucceeded:
-		return s.end(ctx, ev, consumer, t, log, func(tx pgx.Tx, cur task.Task) error {
+		return end(ctx, s, d, func(tx pgx.Tx, cur task.Task) error {
 			if err := attempt.End(ctx, tx, cur.ID, cur.ProviderJobID, attempt.Succeeded, "", ""); err != nil {
 				return err
 			}
-			fetch, err := o.Emit(cur, task.FetchRequested{TaskID: cur.ID, AttemptID: due.AttemptID})
+			fetch, err := o.Emit(cur, task.FetchRequested{TaskID: cur.ID, AttemptID: attemptID})
 			if err != nil {
 				return err
 			}
@@ -190,7 +184,7 @@ func (s *poller) apply(ctx context.Context, ev envelope.Envelope, consumer strin
 			return err
 		})
 	case getErr == nil && (job.Status == provider.StatusFailed || job.Status == provider.StatusCanceled):
-		return s.end(ctx, ev, consumer, t, log, func(tx pgx.Tx, cur task.Task) error {
+		return end(ctx, s, d, func(tx pgx.Tx, cur task.Task) error {
 			msg := "the provider's job " + string(job.Status)
 			if job.ErrorMessage != "" {
 				msg += ": " + job.ErrorMessage
@@ -201,7 +195,7 @@ func (s *poller) apply(ctx context.Context, ev envelope.Envelope, consumer strin
 			return task.Fail(ctx, tx, o, cur, "provider.job_"+string(job.Status), msg)
 		})
 	case class == provider.ClassNotFound:
-		return s.end(ctx, ev, consumer, t, log, func(tx pgx.Tx, cur task.Task) error {
+		return end(ctx, s, d, func(tx pgx.Tx, cur task.Task) error {
 			msg := "the provider no longer knows job " + cur.ProviderJobID
 			if err := attempt.End(ctx, tx, cur.ID, cur.ProviderJobID, attempt.Failed, string(class), msg); err != nil {
 				return err
@@ -209,77 +203,81 @@ func (s *poller) apply(ctx context.Context, ev envelope.Envelope, consumer strin
 			return task.Fail(ctx, tx, o, cur, "provider.job_lost", msg)
 		})
 	}
-	if due.PollAt.IsZero() {
-		return stage.Noop(ctx, s.Pool, consumer, ev) // a callback for a job still running
+	if next == nil {
+		return d.Noop(ctx) // a callback for a job still running
 	}
 	now := time.Now()
 	if t.DeadlineAt != nil && now.After(*t.DeadlineAt) {
-		err := s.end(ctx, ev, consumer, t, log, func(tx pgx.Tx, cur task.Task) error {
+		d.AfterCommit(func(ctx context.Context) {
+			// The task is failed and refunded; stop the remote job too, or
+			// it keeps running (and charging) for nothing. Best effort: a
+			// job we cannot cancel ends on its own.
+			ctx, cancel := context.WithTimeout(ctx, s.Timeout)
+			defer cancel()
+			if _, cerr := s.Provider.Cancel(ctx, t.ProviderJobID); cerr != nil {
+				log.WarnContext(ctx, "cancel of the timed-out provider job failed", slog.String("provider_class", string(provider.ClassOf(cerr))))
+			}
+		})
+		return end(ctx, s, d, func(tx pgx.Tx, cur task.Task) error {
 			msg := fmt.Sprintf("the provider did not finish within GENERATION_MAX_WAIT (%s)", s.Journey.MaxWait)
 			if err := attempt.End(ctx, tx, cur.ID, cur.ProviderJobID, attempt.Failed, "max_wait", msg); err != nil {
 				return err
 			}
 			return task.Fail(ctx, tx, o, cur, "provider.max_wait_exceeded", msg)
 		})
-		if err == nil {
-			// The task is failed and refunded; stop the remote job too, or
-			// it keeps running (and charging) for nothing. Best effort: a
-			// job we cannot cancel ends on its own.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.Timeout)
-			defer cancel()
-			if _, cerr := s.Provider.Cancel(cctx, t.ProviderJobID); cerr != nil {
-				log.WarnContext(ctx, "cancel of the timed-out provider job failed", slog.String("provider_class", string(provider.ClassOf(cerr))))
-			}
-		}
-		return err
 	}
 	if getErr == nil && s.Redis != nil {
 		if err := live.SetProgress(ctx, s.Redis, t.ID, job.Progress, s.Journey.PollMax*3); err != nil {
 			log.WarnContext(ctx, "progress not recorded", slog.String("error", err.Error()))
 		}
 	}
+	reason := "provider job " + string(job.Status)
 	if getErr != nil {
+		reason = "poll failed: provider " + string(provider.ClassOf(getErr))
 		log.WarnContext(ctx, "poll failed; polling again later", slog.String("provider_class", string(provider.ClassOf(getErr))), slog.String("error", getErr.Error()))
 	}
 	interval := min(max(now.Sub(t.UpdatedAt)/4, s.Journey.PollFirst), s.Journey.PollMax)
 	interval = max(interval, provider.RetryAfterOf(getErr))
-	return s.reschedule(ctx, ev, consumer, t, due, now.Add(interval))
+	return next(now.Add(interval), reason)
 }
 
 // reschedule moves the chain to its next poll: compare-and-set of
-// next_poll_at (no version bump) plus the next delayed event.
-func (s *poller) reschedule(ctx context.Context, ev envelope.Envelope, consumer string, t task.Task, due task.PollDue, at time.Time) error {
-	o := task.FromEnvelope(Name, ev)
+// next_poll_at (no version bump) plus the next delayed event, which
+// carries its wait (seed 7.12.1): the task still PROVIDER_RUNNING at the
+// same version, due at, why, and the how-manieth poll it is.
+func (s *poller) reschedule(ctx context.Context, d stage.Delivery[task.PollDue], at time.Time, reason string) error {
+	t, due := d.Task, d.Payload
 	at = at.UTC().Truncate(time.Microsecond)
-	_, err := inbox.Do(ctx, s.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
 		moved, err := task.MovePoll(ctx, tx, t.ID, due.PollAt, at)
 		if err != nil || !moved {
 			return inbox.StaleNoop, err
 		}
-		next, err := o.EmitAt(t, task.PollDue{TaskID: t.ID, AttemptID: due.AttemptID, PollAt: at}, at)
+		retry := due.RetryAttempt
+		if at != due.PollAt {
+			retry++ // an early delivery put back is the same poll
+		}
+		next, err := d.Origin.EmitAt(t, task.PollDue{TaskID: t.ID, AttemptID: due.AttemptID, PollAt: at, Wait: task.Wait{
+			ExpectedStatus: task.ProviderRunning, ExpectedVersion: t.Version, NotBefore: at, Reason: reason, RetryAttempt: retry}}, at)
 		if err != nil {
 			return "", err
 		}
 		return inbox.Applied, outbox.Write(ctx, tx, next)
 	})
-	return err
 }
 
 // end applies a job's end in the inbox-protected transaction, then frees
 // the task's slots.
-func (s *poller) end(ctx context.Context, ev envelope.Envelope, consumer string, t task.Task, log *slog.Logger, fn func(tx pgx.Tx, cur task.Task) error) error {
-	out, err := inbox.Do(ctx, s.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		cur, err := task.Lock(ctx, tx, t.ID)
+func end[T any](ctx context.Context, s *poller, d stage.Delivery[T], fn func(tx pgx.Tx, cur task.Task) error) error {
+	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		cur, err := task.Lock(ctx, tx, d.Task.ID)
 		if err != nil {
 			return "", err
 		}
-		if cur.Status != task.ProviderRunning || cur.ProviderJobID != t.ProviderJobID {
+		if cur.Status != task.ProviderRunning || cur.ProviderJobID != d.Task.ProviderJobID {
 			return inbox.StaleNoop, nil
 		}
+		releaseSlots(s, d)
 		return inbox.Applied, fn(tx, cur)
 	})
-	if err == nil && !out.Duplicate && out.Result == inbox.Applied {
-		stage.ReleaseSlots(ctx, s.Slots, stage.GenerationSlots(t, t.Provider, s.Journey), log)
-	}
-	return err
 }

@@ -111,6 +111,8 @@ func TestDuePollOfRunningJobReschedules(t *testing.T) {
 	require.Equal(t, b.attemptID, due.AttemptID)
 	require.True(t, due.PollAt.Equal(*got.NextPollAt), "the event names the chain's new poll_at")
 	require.Equal(t, id, polls[0].Envelope.CausationID)
+	require.Equal(t, task.Wait{ExpectedStatus: task.ProviderRunning, ExpectedVersion: b.task.Version, NotBefore: due.PollAt,
+		Reason: "provider job running", RetryAttempt: 1}, due.Wait, "the delayed poll carries its wait (seed 7.12.1)")
 
 	progress, ok, err := live.Progress(t.Context(), b.rdb, b.task.ID)
 	require.NoError(t, err)
@@ -133,6 +135,22 @@ func TestStalePollDoesNothing(t *testing.T) {
 	require.True(t, got.NextPollAt.Equal(*b.task.NextPollAt))
 	require.Zero(t, b.fake.calls(), "a stale poll does not ask the provider")
 	require.Empty(t, storedEvents(t, b.pool, catalog.EventPollDue))
+	require.Equal(t, "STALE_NOOP", inboxResult(t, b.pool, catalog.GroupPoll.Name, id))
+}
+
+// TestPollOfAnotherVersionDoesNothing: a delayed poll whose wait expects
+// the task at a version it has left is a stale no-op, even on the live
+// chain's poll_at.
+func TestPollOfAnotherVersionDoesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, jobIs(provider.StatusSucceeded))
+	id := uuid.NewString()
+	_, err := b.fn.Handle(t.Context(), cloudEvent(t, b.task, id, catalog.EventPollDue,
+		task.PollDue{TaskID: b.task.ID, AttemptID: b.attemptID, PollAt: *b.task.NextPollAt,
+			Wait: task.Wait{ExpectedStatus: task.ProviderRunning, ExpectedVersion: b.task.Version - 1, Reason: "test"}}))
+	require.NoError(t, err)
+	require.Zero(t, b.fake.calls(), "a stale poll does not ask the provider")
+	require.Equal(t, b.task.Version, b.reload(t).Version)
 	require.Equal(t, "STALE_NOOP", inboxResult(t, b.pool, catalog.GroupPoll.Name, id))
 }
 

@@ -58,7 +58,7 @@ func New(p Params) *stage.Function {
 }
 
 func (s *prober) work(ctx context.Context, d stage.Delivery[task.Postprocess]) error {
-	ev, req, t, consumer, o := d.Env, d.Payload, d.Task, d.Consumer, d.Origin
+	req, t, o := d.Payload, d.Task, d.Origin
 	if req.Step != catalog.TagProbe {
 		return outcome.Permanentf("payload.invalid", "the probe stage handles step %s, not %q", catalog.TagProbe, req.Step)
 	}
@@ -75,19 +75,19 @@ func (s *prober) work(ctx context.Context, d stage.Delivery[task.Postprocess]) e
 		}
 		p, err := s.Media.Probe(ctx, url)
 		if reason := notAVideo(p, err); reason != "" {
-			return d.Locked(ctx, s.Pool, task.MediaProcessing, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
+			return d.Locked(ctx, task.MediaProcessing, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
 				return task.Fail(ctx, tx, o, cur, "media.not_a_video", reason)
 			})
 		}
 		if err != nil {
 			if missing := stage.SourceMissing(ctx, s.Blob, asset.ObjectKey); missing != nil {
-				return stage.Escalate(ctx, s.Pool, consumer, ev, o, t.ID, missing, d.Log)
+				return d.Escalate(ctx, missing)
 			}
 			return outcome.Retryable("media.probe_failed", err)
 		}
 		probe = &p
 	}
-	return d.Locked(ctx, s.Pool, task.MediaProcessing, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
+	return d.Locked(ctx, task.MediaProcessing, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
 		if probe != nil {
 			if err := record(ctx, tx, asset, *probe); err != nil {
 				return err

@@ -62,7 +62,7 @@ func (b *testBundle) look(t *testing.T, f *jobLooker, attemptID uuid.UUID, round
 	t.Helper()
 	fn := reconcile.New(reconcile.Params{Pool: b.pool, Provider: f, Journey: journey, Timeout: time.Second})
 	_, err := fn.Handle(t.Context(), cloudEvent(t, b.task, uuid.NewString(), catalog.EventReconcileDue,
-		task.ReconcileDue{TaskID: b.task.ID, AttemptID: attemptID, Reason: task.ReasonCancel, Round: round}))
+		task.ReconcileDue{TaskID: b.task.ID, AttemptID: attemptID, Round: round, Wait: task.Wait{Reason: task.ReasonCancel}}))
 	return err
 }
 

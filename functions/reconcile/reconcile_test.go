@@ -61,7 +61,7 @@ func setup(t *testing.T, find func(n int) (provider.Job, error)) *testBundle {
 func (b *testBundle) deliver(t *testing.T, eventID string, round int) error {
 	t.Helper()
 	_, err := b.fn.Handle(t.Context(), cloudEvent(t, b.task, eventID, catalog.EventReconcileDue,
-		task.ReconcileDue{TaskID: b.task.ID, AttemptID: b.attempt.ID, Reason: "submit answer lost", Round: round}))
+		task.ReconcileDue{TaskID: b.task.ID, AttemptID: b.attempt.ID, Round: round, Wait: task.Wait{Reason: "submit answer lost"}}))
 	return err
 }
 
@@ -222,7 +222,7 @@ func TestAnotherTenantsReconcileIsRefused(t *testing.T) {
 	other := b.task
 	other.TenantID = uuid.New()
 	_, err := b.fn.Handle(t.Context(), cloudEvent(t, other, uuid.NewString(), catalog.EventReconcileDue,
-		task.ReconcileDue{TaskID: b.task.ID, AttemptID: b.attempt.ID, Reason: "submit answer lost"}))
+		task.ReconcileDue{TaskID: b.task.ID, AttemptID: b.attempt.ID, Wait: task.Wait{Reason: "submit answer lost"}}))
 	require.Equal(t, http.StatusUnprocessableEntity, statusOf(t, err))
 	require.Empty(t, b.fake.lookups)
 }

@@ -289,7 +289,7 @@ func (r *reconciler) lostLookup(ctx context.Context, tx pgx.Tx, t task.Task) ([]
 	if err != nil {
 		return nil, err
 	}
-	e, err := scanOrigin.Emit(t, task.ReconcileDue{TaskID: t.ID, AttemptID: lost.ID, Reason: "scanner: lookup chain lost"})
+	e, err := scanOrigin.Emit(t, task.ReconcileDue{TaskID: t.ID, AttemptID: lost.ID, Wait: task.Wait{Reason: "scanner: lookup chain lost"}})
 	return []outbox.Event{e}, err
 }
 
@@ -308,7 +308,7 @@ func (r *reconciler) lostCancelLook(ctx context.Context, tx pgx.Tx, t task.Task)
 	if err != nil {
 		return nil, err
 	}
-	e, err := scanOrigin.Emit(t, task.ReconcileDue{TaskID: t.ID, AttemptID: canceled.ID, Reason: task.ReasonCancel})
+	e, err := scanOrigin.Emit(t, task.ReconcileDue{TaskID: t.ID, AttemptID: canceled.ID, Wait: task.Wait{Reason: task.ReasonCancel}})
 	return []outbox.Event{e}, err
 }
 

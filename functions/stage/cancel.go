@@ -73,7 +73,7 @@ func ApplyCancel(ctx context.Context, tx pgx.Tx, o task.Origin, cur task.Task, a
 			Set: task.Fields{Progress: task.Ptr(100)}, Events: []outbox.Event{fetch}})
 		return err
 	}
-	look, err := o.EmitAt(cur, task.ReconcileDue{TaskID: cur.ID, AttemptID: attemptID, Reason: task.ReasonCancel}, time.Now().Add(lookAfter))
+	look, err := o.EmitAt(cur, task.ReconcileDue{TaskID: cur.ID, AttemptID: attemptID, Wait: task.Wait{Reason: task.ReasonCancel}}, time.Now().Add(lookAfter))
 	if err != nil {
 		return err
 	}

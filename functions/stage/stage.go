@@ -18,11 +18,14 @@
 // # Typed stages
 //
 // [NewTyped] builds a stage on one event type whose payload is about one
-// task: it decodes the payload (additive fields tolerated, required ones
-// enforced), reads the task, refuses another tenant's, and records a stale
-// no-op when the stage's Acts says the task no longer needs the event; the
-// stage's work gets a [Delivery] with all of it. fetch, probe, transcode
-// and settle are typed stages.
+// task, and [Combine] one of several: the framework decodes the payload
+// (additive fields tolerated, required ones enforced), reads the task,
+// refuses another tenant's, and records a stale no-op when the event's
+// task.Wait no longer holds or the stage's Acts says the task no longer
+// needs it. The stage's work gets a [Delivery] with all of it, a locked
+// step ([Delivery.Locked]) in the inbox transaction, and after-commit
+// hooks ([Delivery.AfterCommit]) for what must follow the commit (freeing
+// slots). Every stage that keeps its state in PostgreSQL is a typed stage.
 //
 // # Metrics
 //

@@ -5,10 +5,8 @@ import (
 	"errors"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/shared/envelope"
-	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/task"
 )
@@ -31,26 +29,4 @@ func ReadTask(ctx context.Context, q task.Querier, ev envelope.Envelope, id uuid
 		return task.Task{}, err
 	}
 	return t, nil
-}
-
-// DoLocked runs fn on task id, locked, in the inbox-protected transaction
-// of ev for consumer (see inbox.Do), if the task is still in status. A
-// stage reads the task before its slow work (a download, ffprobe, ffmpeg)
-// and another delivery may have moved it since: then ev is a stale no-op
-// and fn does not run. fn's error rolls its work back and is returned
-// unchanged.
-func DoLocked(ctx context.Context, db inbox.TxBeginner, consumer string, ev envelope.Envelope, id uuid.UUID, status task.Status,
-	fn func(ctx context.Context, tx pgx.Tx, cur task.Task) error,
-) error {
-	_, err := inbox.Do(ctx, db, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		cur, err := task.Lock(ctx, tx, id)
-		if err != nil {
-			return "", err
-		}
-		if cur.Status != status {
-			return inbox.StaleNoop, nil
-		}
-		return inbox.Applied, fn(ctx, tx, cur)
-	})
-	return err
 }

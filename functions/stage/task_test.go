@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aivedio/pipeline/functions/stage"
@@ -51,36 +52,74 @@ func TestReadTask(t *testing.T) {
 	require.Equal(t, "security.tenant_mismatch", code)
 }
 
-func TestDoLocked(t *testing.T) {
+// lockedStage is a typed fetch stage whose work runs fnErr in a locked
+// step on status and adds an after-commit hook inside and one outside it.
+func lockedStage(pool *pgxpool.Pool, status task.Status, fnErr error, ran, inside, outside *int) *stage.Function {
+	return stage.NewTyped(stage.Typed[task.FetchRequested]{Name: "fetch", EventType: catalog.EventFetchRequested, Consumer: lockedConsumer, DB: pool,
+		Work: func(ctx context.Context, d stage.Delivery[task.FetchRequested]) error {
+			d.AfterCommit(func(context.Context) { *outside++ })
+			return d.Locked(ctx, status, func(_ context.Context, _ pgx.Tx, cur task.Task) error {
+				*ran++
+				d.AfterCommit(func(context.Context) { *inside++ })
+				if cur.ID != d.Task.ID {
+					return errors.New("locked another task")
+				}
+				return fnErr
+			})
+		}})
+}
+
+const lockedConsumer = "cg.test.v1"
+
+// TestDeliveryLocked: the locked step runs only while the task is in its
+// status, records the inbox result, and its after-commit hooks run once,
+// only for work that committed (not for a stale no-op, a rollback or a
+// duplicate); a delayed event whose wait no longer holds never reaches
+// the work.
+func TestDeliveryLocked(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.TestSchema(t)
-	const consumer = "cg.test.v1"
 	tk := stagetest.NewTask(t, pool, nil, task.Transition{To: task.Submitting})
-	do := func(ev envelope.Envelope, status task.Status, fnErr error) (ran bool, err error) {
-		err = stage.DoLocked(t.Context(), pool, consumer, ev, tk.ID, status, func(_ context.Context, _ pgx.Tx, cur task.Task) error {
-			ran = true
-			require.Equal(t, tk.ID, cur.ID)
-			return fnErr
-		})
-		return ran, err
+	deliver := func(status task.Status, fnErr error, payload task.FetchRequested) (ran, inside, outside int, eventID string, err error) {
+		eventID = uuid.NewString()
+		f := lockedStage(pool, status, fnErr, &ran, &inside, &outside)
+		_, err = f.Handle(t.Context(), stagetest.CloudEvent(t, tk, eventID, catalog.EventFetchRequested, payload))
+		return ran, inside, outside, eventID, err
 	}
+	about := task.FetchRequested{TaskID: tk.ID}
 
-	stale := eventAbout(t, tk.TenantID, tk.ID)
-	ran, err := do(stale, task.Fetching, nil)
+	ran, inside, outside, id, err := deliver(task.Fetching, nil, about)
 	require.NoError(t, err)
-	require.False(t, ran, "a task that left the status is not touched")
-	require.Equal(t, string(inbox.StaleNoop), stagetest.InboxResult(t, pool, consumer, stale.EventID))
+	require.Equal(t, [3]int{0, 0, 1}, [3]int{ran, inside, outside}, "a task that left the status is not touched; the work's own hook runs")
+	require.Equal(t, string(inbox.StaleNoop), stagetest.InboxResult(t, pool, lockedConsumer, id))
 
-	failing := eventAbout(t, tk.TenantID, tk.ID)
-	boom := errors.New("boom")
-	ran, err = do(failing, task.Submitting, boom)
-	require.ErrorIs(t, err, boom)
-	require.True(t, ran)
-	require.Empty(t, stagetest.InboxResult(t, pool, consumer, failing.EventID), "a failed function records nothing")
+	boom := outcome.Permanentf("test.boom", "boom")
+	ran, inside, outside, id, err = deliver(task.Submitting, boom, about)
+	require.Error(t, err)
+	require.Equal(t, [3]int{1, 0, 0}, [3]int{ran, inside, outside}, "a failed step runs no hook")
+	require.Empty(t, stagetest.InboxResult(t, pool, lockedConsumer, id), "a failed step records nothing")
 
-	applied := eventAbout(t, tk.TenantID, tk.ID)
-	ran, err = do(applied, task.Submitting, nil)
+	ran, inside, outside, id, err = deliver(task.Submitting, nil, about)
 	require.NoError(t, err)
-	require.True(t, ran)
-	require.Equal(t, string(inbox.Applied), stagetest.InboxResult(t, pool, consumer, applied.EventID))
+	require.Equal(t, [3]int{1, 1, 1}, [3]int{ran, inside, outside})
+	require.Equal(t, string(inbox.Applied), stagetest.InboxResult(t, pool, lockedConsumer, id))
+
+	var dupRan, dupInside, dupOutside int
+	f := lockedStage(pool, task.Submitting, nil, &dupRan, &dupInside, &dupOutside)
+	_, err = f.Handle(t.Context(), stagetest.CloudEvent(t, tk, id, catalog.EventFetchRequested, about))
+	require.NoError(t, err)
+	require.Zero(t, dupInside, "a duplicate delivery commits nothing new and runs no locked hook")
+
+	overtaken := about
+	overtaken.Wait = task.Wait{ExpectedStatus: task.Submitting, ExpectedVersion: tk.Version + 5, Reason: "test"}
+	ran, _, outside, id, err = deliver(task.Submitting, nil, overtaken)
+	require.NoError(t, err)
+	require.Equal(t, [2]int{0, 0}, [2]int{ran, outside}, "a wait that no longer holds never reaches the work")
+	require.Equal(t, string(inbox.StaleNoop), stagetest.InboxResult(t, pool, lockedConsumer, id))
+
+	holding := about
+	holding.Wait = task.Wait{ExpectedStatus: task.Submitting, ExpectedVersion: tk.Version, Reason: "test"}
+	ran, _, _, _, err = deliver(task.Submitting, nil, holding)
+	require.NoError(t, err)
+	require.Equal(t, 1, ran, "a wait that holds is work")
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/pg"
 	"github.com/aivedio/pipeline/shared/task"
 )
@@ -17,6 +18,10 @@ type Payload interface {
 	// TaskRef is the task the event is about.
 	TaskRef() uuid.UUID
 }
+
+// waiter is a payload of a business wait's delayed event: it embeds a
+// task.Wait.
+type waiter interface{ Waited() task.Wait }
 
 // Delivery is one event a typed stage acts on: its envelope, its decoded
 // payload, the task as read before the work, the origin of what the work
@@ -28,24 +33,102 @@ type Delivery[T any] struct {
 	Origin   task.Origin
 	Consumer string
 	Log      *slog.Logger
+
+	db    pg.DB
+	hooks *hooks
 }
 
 // Locked runs fn on the task, locked, in the delivery's inbox-protected
-// transaction, if the task is still in status (see [DoLocked]).
-func (d Delivery[T]) Locked(ctx context.Context, db pg.DB, status task.Status, fn func(ctx context.Context, tx pgx.Tx, cur task.Task) error) error {
-	return DoLocked(ctx, db, d.Consumer, d.Env, d.Task.ID, status, fn)
+// transaction, if the task is still in status: a stage reads the task
+// before its slow work (a provider call, a download, ffmpeg) and another
+// delivery may have moved it since; then the event is a stale no-op and fn
+// does not run. fn's error rolls its work back and is returned unchanged.
+// The after-commit hooks fn adds run once the transaction committed.
+func (d Delivery[T]) Locked(ctx context.Context, status task.Status, fn func(ctx context.Context, tx pgx.Tx, cur task.Task) error) error {
+	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		cur, err := task.Lock(ctx, tx, d.Task.ID)
+		if err != nil {
+			return "", err
+		}
+		if cur.Status != status {
+			return inbox.StaleNoop, nil
+		}
+		return inbox.Applied, fn(ctx, tx, cur)
+	})
 }
 
-// Typed describes a stage that handles one event type whose payload is a
+// InTx runs fn in the delivery's inbox-protected transaction (inbox.Do),
+// for work that is not one locked step. The after-commit hooks fn adds run
+// once the transaction committed fn's work as applied (not for a
+// duplicate, a stale no-op or a rollback).
+func (d Delivery[T]) InTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) (inbox.Result, error)) error {
+	mark := len(d.hooks.pending)
+	out, err := inbox.Do(ctx, d.db, d.Consumer, d.Env, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		d.hooks.pending = d.hooks.pending[:mark] // a retried transaction adds them again
+		return fn(ctx, tx)
+	})
+	committed := d.hooks.pending[mark:]
+	d.hooks.pending = d.hooks.pending[:mark]
+	if err == nil && !out.Duplicate && out.Result == inbox.Applied {
+		runHooks(ctx, committed)
+	}
+	return err
+}
+
+// Noop records the delivery as a stale no-op in the inbox.
+func (d Delivery[T]) Noop(ctx context.Context) error {
+	return Noop(ctx, d.db, d.Consumer, d.Env)
+}
+
+// Escalate sends the task to NEEDS_ATTENTION with err's reason (see
+// [Escalate]).
+func (d Delivery[T]) Escalate(ctx context.Context, err error) error {
+	return Escalate(ctx, d.db, d.Consumer, d.Env, d.Origin, d.Task.ID, err, d.Log)
+}
+
+// AfterCommit adds fn, work that must follow the delivery's commit and
+// must not run for a duplicate or a stale no-op: releasing concurrency
+// slots, say. Added inside [Delivery.Locked] or [Delivery.InTx], fn runs
+// when that transaction committed its work; added elsewhere, when the
+// stage's work returned nil. fn outlives the delivery's cancellation and
+// cannot fail the delivery: what it does must be safe to lose (a slot
+// lease ends by itself).
+func (d Delivery[T]) AfterCommit(fn func(ctx context.Context)) {
+	d.hooks.pending = append(d.hooks.pending, fn)
+}
+
+// hooks are a delivery's after-commit work not run yet.
+type hooks struct {
+	pending []func(ctx context.Context)
+}
+
+func runHooks(ctx context.Context, fns []func(ctx context.Context)) {
+	ctx = context.WithoutCancel(ctx)
+	for _, fn := range fns {
+		fn(ctx)
+	}
+}
+
+// Typed describes a stage's handling of one event type whose payload is a
 // T about one task. The framework decodes the payload by the envelope's
 // compatibility rule (required fields enforced), reads the task, refuses
-// another tenant's, and answers an event the task no longer needs (Acts
-// false) with a recorded stale no-op; Work gets the rest.
+// another tenant's, and answers an event the task no longer needs with a
+// recorded stale no-op: a delayed event whose task.Wait no longer holds
+// (the task left the state and version it expected), or one the stage's
+// Acts declines. Work gets the rest.
 type Typed[T Payload] struct {
 	Name      string // the stage
 	EventType string
 	Consumer  string // the inbox consumer: the event's consumer group
 	DB        pg.DB
+	// TaskOf names the task of an event whose payload does not (a
+	// callback names its job, the envelope's aggregate the task); nil: the
+	// payload's TaskRef.
+	TaskOf func(env envelope.Envelope, p T) (uuid.UUID, error)
+	// Resumes reports whether the task still needs the event even though
+	// its wait no longer holds (a submit resumes the attempt its own
+	// earlier delivery opened); nil: never.
+	Resumes func(t task.Task) bool
 	// Acts reports whether the stage acts on the task as read for this
 	// payload; nil: always.
 	Acts   func(t task.Task, p T) bool
@@ -53,29 +136,67 @@ type Typed[T Payload] struct {
 	Logger *slog.Logger
 }
 
-// NewTyped returns the function of a typed stage. It panics on a
-// programming error (no DB, consumer or work).
+// Handler is one event type's typed handling, for a stage of several
+// ([Combine]).
+type Handler interface {
+	handle() (eventType string, work WorkFunc)
+}
+
+// NewTyped returns the function of a typed stage of one event type. It
+// panics on a programming error (no DB, consumer or work).
 func NewTyped[T Payload](h Typed[T]) *Function {
-	if h.DB == nil || h.Consumer == "" || h.Work == nil {
-		panic("stage.NewTyped: DB, Consumer and Work are required")
+	return Combine(Params{Name: h.Name, Logger: h.Logger}, h)
+}
+
+// Combine returns the function of a stage that handles several event
+// types, each by its typed handler, and p's triggers. p's EventTypes and
+// Work are taken from the handlers.
+func Combine(p Params, handlers ...Handler) *Function {
+	works := make(map[string]WorkFunc, len(handlers))
+	for _, h := range handlers {
+		eventType, work := h.handle()
+		p.EventTypes = append(p.EventTypes, eventType)
+		works[eventType] = work
+	}
+	p.Work = func(ctx context.Context, ev envelope.Envelope) error { return works[ev.EventType](ctx, ev) }
+	return New(p)
+}
+
+func (h Typed[T]) handle() (string, WorkFunc) {
+	if h.DB == nil || h.Consumer == "" || h.Work == nil || h.EventType == "" {
+		panic("stage.Typed: DB, Consumer, EventType and Work are required")
 	}
 	if h.Logger == nil {
 		h.Logger = slog.New(slog.DiscardHandler)
 	}
-	work := func(ctx context.Context, ev envelope.Envelope) error {
+	return h.EventType, func(ctx context.Context, ev envelope.Envelope) error {
 		p, err := Decode[T](ev)
 		if err != nil {
 			return err
 		}
-		t, err := ReadTask(ctx, h.DB, ev, p.TaskRef())
+		id := p.TaskRef()
+		if h.TaskOf != nil {
+			if id, err = h.TaskOf(ev, p); err != nil {
+				return err
+			}
+		}
+		t, err := ReadTask(ctx, h.DB, ev, id)
 		if err != nil {
 			return err
+		}
+		if w, ok := any(p).(waiter); ok && !w.Waited().Holds(t) && (h.Resumes == nil || !h.Resumes(t)) {
+			return Noop(ctx, h.DB, h.Consumer, ev)
 		}
 		if h.Acts != nil && !h.Acts(t, p) {
 			return Noop(ctx, h.DB, h.Consumer, ev)
 		}
-		return h.Work(ctx, Delivery[T]{Env: ev, Payload: p, Task: t, Origin: task.FromEnvelope(h.Name, ev), Consumer: h.Consumer,
-			Log: h.Logger.With(slog.String("task_id", t.ID.String()), slog.String("event_id", ev.EventID))})
+		d := Delivery[T]{Env: ev, Payload: p, Task: t, Origin: task.FromEnvelope(h.Name, ev), Consumer: h.Consumer,
+			Log: h.Logger.With(slog.String("task_id", t.ID.String()), slog.String("event_id", ev.EventID)),
+			db:  h.DB, hooks: &hooks{}}
+		if err := h.Work(ctx, d); err != nil {
+			return err
+		}
+		runHooks(ctx, d.hooks.pending)
+		return nil
 	}
-	return New(Params{Name: h.Name, EventTypes: []string{h.EventType}, Work: work, Logger: h.Logger})
 }

@@ -221,7 +221,7 @@ func (s *submitter) record(ctx context.Context, ev envelope.Envelope, o task.Ori
 			if err := attempt.Answer(ctx, tx, a.ID, attempt.SubmitUnknown, "", string(class), callErr.Error()); err != nil {
 				return "", err
 			}
-			due, err := o.EmitAt(t, task.ReconcileDue{TaskID: t.ID, AttemptID: a.ID, Reason: "submit answer lost"}, now.Add(s.Journey.ReconcileAfter))
+			due, err := o.EmitAt(t, task.ReconcileDue{TaskID: t.ID, AttemptID: a.ID, Wait: task.Wait{Reason: "submit answer lost"}}, now.Add(s.Journey.ReconcileAfter))
 			if err != nil {
 				return "", err
 			}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/blob"
-	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/task"
 )
@@ -26,7 +25,8 @@ const OptionalTries = 3
 // OptionalTries the kind is listed in missing_derivatives and the task may
 // finish without it. A background retry's failure is only recorded: the
 // reconciler tries again later.
-func (s *transcoder) optionalFailed(ctx context.Context, ev envelope.Envelope, consumer string, t task.Task, source stage.Asset, d derivative, cause error, background bool) error {
+func (s *transcoder) optionalFailed(ctx context.Context, delivery stage.Delivery[task.Postprocess], source stage.Asset, d derivative, cause error, background bool) error {
+	t := delivery.Task
 	var failures int
 	err := s.Pool.QueryRow(ctx, `INSERT INTO derivative_failures (source_asset_id, kind, failures, last_error) VALUES ($1, $2, 1, $3)
 		ON CONFLICT (source_asset_id, kind) DO UPDATE SET failures = derivative_failures.failures + 1, last_error = excluded.last_error, updated_at = now()
@@ -37,13 +37,13 @@ func (s *transcoder) optionalFailed(ctx context.Context, ev envelope.Envelope, c
 	s.Logger.WarnContext(ctx, "optional derivative failed", slog.String("task_id", t.ID.String()), slog.String("kind", d.kind),
 		slog.Int("failures", failures), slog.Bool("background", background), slog.String("error", cause.Error()))
 	if background {
-		return stage.Noop(ctx, s.Pool, consumer, ev)
+		return delivery.Noop(ctx)
 	}
 	if failures < OptionalTries {
 		return cause
 	}
-	o := task.FromEnvelope(Name, ev)
-	return stage.DoLocked(ctx, s.Pool, consumer, ev, t.ID, task.MediaProcessing, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
+	o := delivery.Origin
+	return delivery.Locked(ctx, task.MediaProcessing, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
 		if err := task.MarkMissing(ctx, tx, cur.ID, d.kind); err != nil {
 			return err
 		}
@@ -62,8 +62,9 @@ func (s *transcoder) optionalFailed(ctx context.Context, ev envelope.Envelope, c
 
 // storeLate records a derivative made by a background retry for a task
 // that already finished without it.
-func (s *transcoder) storeLate(ctx context.Context, ev envelope.Envelope, consumer string, t task.Task, source stage.Asset, d derivative, obj blob.Object, exists bool) error {
-	_, err := inbox.Do(ctx, s.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+func (s *transcoder) storeLate(ctx context.Context, delivery stage.Delivery[task.Postprocess], source stage.Asset, d derivative, obj blob.Object, exists bool) error {
+	t := delivery.Task
+	return delivery.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
 		if !exists {
 			sum, err := hex.DecodeString(obj.SHA256)
 			if err != nil || len(sum) != 32 {
@@ -78,7 +79,6 @@ func (s *transcoder) storeLate(ctx context.Context, ev envelope.Envelope, consum
 		// Not a transition: the task stays finished; only the flag goes.
 		return inbox.Applied, task.ClearMissing(ctx, tx, t.ID, d.kind)
 	})
-	return err
 }
 
 func truncate(s string, n int) string {

@@ -82,7 +82,7 @@ func New(p Params) *stage.Function {
 }
 
 func (s *transcoder) work(ctx context.Context, delivery stage.Delivery[task.Postprocess]) error {
-	ev, req, t, consumer := delivery.Env, delivery.Payload, delivery.Task, delivery.Consumer
+	req, t := delivery.Payload, delivery.Task
 	d, ok := derivatives[req.Step]
 	d.kind = catalog.DerivativeKind(req.Step)
 	if !ok {
@@ -103,14 +103,14 @@ func (s *transcoder) work(ctx context.Context, delivery stage.Delivery[task.Post
 		obj, err = s.make(ctx, t, source, d)
 		if err != nil && !background {
 			if missing := stage.SourceMissing(ctx, s.Blob, source.ObjectKey); missing != nil {
-				return stage.Escalate(ctx, s.Pool, consumer, ev, delivery.Origin, t.ID, missing, delivery.Log)
+				return delivery.Escalate(ctx, missing)
 			}
 		}
 		var mediaErr *media.ExitError
 		if err != nil && d.kind != "PROXY" && errors.As(err, &mediaErr) {
 			// An optional derivative ffmpeg cannot make must not hold a
 			// paid generation back (README, "Derivatives").
-			return s.optionalFailed(ctx, ev, consumer, t, source, d, err, background)
+			return s.optionalFailed(ctx, delivery, source, d, err, background)
 		}
 		if err != nil {
 			return err
@@ -118,9 +118,9 @@ func (s *transcoder) work(ctx context.Context, delivery stage.Delivery[task.Post
 	}
 	o := delivery.Origin
 	if background {
-		return s.storeLate(ctx, ev, consumer, t, source, d, obj, exists)
+		return s.storeLate(ctx, delivery, source, d, obj, exists)
 	}
-	return stage.DoLocked(ctx, s.Pool, consumer, ev, t.ID, task.MediaProcessing, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
+	return delivery.Locked(ctx, task.MediaProcessing, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
 		if !exists {
 			sum, err := hex.DecodeString(obj.SHA256)
 			if err != nil || len(sum) != 32 {

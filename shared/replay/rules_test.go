@@ -78,8 +78,8 @@ func TestRules(t *testing.T) {
 		{"reconcile", catalog.GroupReconcile, task.ReconcileDue{AttemptID: attemptID}, task.Task{Status: task.Reconciling}, unknown, Act, "reconcile.lookup"},
 		{"reconcile resolved", catalog.GroupReconcile, task.ReconcileDue{AttemptID: attemptID}, task.Task{Status: task.Reconciling}, open, StaleNoop, "reconcile.stale"},
 		{"reconcile late", catalog.GroupReconcile, task.ReconcileDue{AttemptID: attemptID}, task.Task{Status: task.ProviderRunning}, unknown, StaleNoop, "reconcile.stale"},
-		{"reconcile a cancel", catalog.GroupReconcile, task.ReconcileDue{AttemptID: attemptID, Reason: task.ReasonCancel}, task.Task{Status: task.CancelReconciling, ProviderJobID: "j-1"}, accepted, Act, "reconcile.cancel_look"},
-		{"reconcile a decided cancel", catalog.GroupReconcile, task.ReconcileDue{AttemptID: attemptID, Reason: task.ReasonCancel}, task.Task{Status: task.Canceled}, accepted, StaleNoop, "reconcile.stale"},
+		{"reconcile a cancel", catalog.GroupReconcile, task.ReconcileDue{AttemptID: attemptID, Wait: task.Wait{Reason: task.ReasonCancel}}, task.Task{Status: task.CancelReconciling, ProviderJobID: "j-1"}, accepted, Act, "reconcile.cancel_look"},
+		{"reconcile a decided cancel", catalog.GroupReconcile, task.ReconcileDue{AttemptID: attemptID, Wait: task.Wait{Reason: task.ReasonCancel}}, task.Task{Status: task.Canceled}, accepted, StaleNoop, "reconcile.stale"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

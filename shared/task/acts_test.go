@@ -67,9 +67,9 @@ func TestStagesReadMoreThanTheStatus(t *testing.T) {
 		{"missing waveform of a task kept after cancel", task.DerivativeRetryActs(task.Task{Status: task.CanceledWithOut, MissingDerivatives: []string{"WAVEFORM"}}, "WAVEFORM"), true},
 		{"a derivative not missing", task.DerivativeRetryActs(task.Task{Status: task.Succeeded, MissingDerivatives: []string{"WAVEFORM"}}, "THUMBNAIL"), false},
 		{"missing waveform of a failed task", task.DerivativeRetryActs(task.Task{Status: task.Failed, MissingDerivatives: []string{"WAVEFORM"}}, "WAVEFORM"), false},
-		{"a cancel to look at", task.ReconcileCancelActs(task.Task{Status: task.CancelReconciling}, task.ReconcileDue{Reason: task.ReasonCancel}), true},
+		{"a cancel to look at", task.ReconcileCancelActs(task.Task{Status: task.CancelReconciling}, task.ReconcileDue{Wait: task.Wait{Reason: task.ReasonCancel}}), true},
 		{"a lost submit of a cancel-reconciling task", task.ReconcileCancelActs(task.Task{Status: task.CancelReconciling}, task.ReconcileDue{}), false},
-		{"a cancel already decided", task.ReconcileCancelActs(task.Task{Status: task.Canceled}, task.ReconcileDue{Reason: task.ReasonCancel}), false},
+		{"a cancel already decided", task.ReconcileCancelActs(task.Task{Status: task.Canceled}, task.ReconcileDue{Wait: task.Wait{Reason: task.ReasonCancel}}), false},
 	}
 	for _, tt := range tests {
 		require.Equal(t, tt.want, tt.acts, tt.name)

@@ -44,11 +44,14 @@ type (
 	}
 	// PollDue asks the poll stage to check the provider job of an attempt.
 	// PollAt identifies the poll chain: a message whose PollAt is not the
-	// task's next_poll_at is stale.
+	// task's next_poll_at is stale. A poll the stage scheduled carries its
+	// [Wait] (PROVIDER_RUNNING at the version it saw; RetryAttempt: the
+	// polls of the chain so far).
 	PollDue struct {
 		TaskID    uuid.UUID `json:"task_id" payload:"required"`
 		AttemptID uuid.UUID `json:"attempt_id" payload:"required"`
 		PollAt    time.Time `json:"poll_at"`
+		Wait
 	}
 	// CallbackReceived carries a verified provider callback to the poll stage.
 	CallbackReceived struct {
@@ -86,17 +89,25 @@ type (
 		ErrorCode string    `json:"error_code,omitempty"`
 		At        time.Time `json:"at"`
 	}
-	// ReconcileDue asks the reconciler to look at a task.
+	// ReconcileDue asks the reconciler to look at a task. Its [Wait]'s
+	// Reason says why (a lost submit answer, [ReasonCancel]); a look the
+	// reconciler put off again carries the state and version it expects.
+	// Round counts the lookups already made for the attempt, and is
+	// RetryAttempt too.
 	ReconcileDue struct {
 		TaskID    uuid.UUID `json:"task_id" payload:"required"`
 		AttemptID uuid.UUID `json:"attempt_id,omitempty" payload:"required"`
-		Reason    string    `json:"reason"`
-		Round     int       `json:"round,omitempty"` // lookups already made for this attempt
+		Round     int       `json:"round,omitempty"`
+		Wait
 	}
 )
 
 // TaskRef is the task each payload is about (stage.Payload).
 func (p SubmitRequested) TaskRef() uuid.UUID { return p.TaskID }
+
+// TaskRef is the zero UUID: a callback names its job, and the event's
+// aggregate names the task.
+func (p CallbackReceived) TaskRef() uuid.UUID { return uuid.Nil }
 
 // TaskRef is the task the poll is for.
 func (p PollDue) TaskRef() uuid.UUID { return p.TaskID }
@@ -127,6 +138,10 @@ type Wait struct {
 	// maximum counts from it.
 	WaitingSince time.Time `json:"waiting_since,omitzero"`
 }
+
+// Waited is the wait a delayed payload carries (a payload embeds its
+// Wait), for code that handles any payload.
+func (w Wait) Waited() Wait { return w }
 
 // Holds reports whether t is still in the state and version w expects: an
 // event that is no wait always holds.
