@@ -62,12 +62,8 @@ type fetcher struct{ Params }
 
 // New returns the fetch function.
 func New(p Params) *stage.Function {
-	if p.Logger == nil {
-		p.Logger = slog.New(slog.DiscardHandler)
-	}
 	f := &fetcher{Params: p}
-	return stage.NewTyped(stage.Typed[task.FetchRequested]{Name: Name, EventType: catalog.EventFetchRequested,
-		Consumer: catalog.GroupFetch.Name, DB: p.Pool, Logger: p.Logger, Work: f.work,
+	return stage.NewTyped(stage.Typed[task.FetchRequested]{Group: catalog.GroupFetch, DB: p.Pool, Logger: p.Logger, Work: f.work,
 		Acts: func(t task.Task, _ task.FetchRequested) bool { return task.FetchActs(t) }})
 }
 

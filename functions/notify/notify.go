@@ -20,7 +20,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/aivedio/pipeline/functions/stage"
-	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/live"
 	"github.com/aivedio/pipeline/shared/outcome"
@@ -41,11 +40,7 @@ func New(p Params) *stage.Function {
 	if p.Logger == nil {
 		p.Logger = slog.New(slog.DiscardHandler)
 	}
-	work := func(ctx context.Context, ev envelope.Envelope) error {
-		c, err := stage.Decode[task.StateChanged](ev)
-		if err != nil {
-			return err
-		}
+	work := func(ctx context.Context, ev envelope.Envelope, c task.StateChanged) error {
 		if err := stage.CheckTenant(ev, c.TenantID); err != nil {
 			return err
 		}
@@ -60,5 +55,6 @@ func New(p Params) *stage.Function {
 		}
 		return err
 	}
-	return stage.New(stage.Params{Name: Name, EventTypes: []string{catalog.EventTaskStateChanged}, Work: work, Logger: p.Logger})
+	return stage.Combine(stage.Params{Name: Name, Logger: p.Logger},
+		stage.Stateless[task.StateChanged]{Work: work})
 }

@@ -64,15 +64,12 @@ type poller struct{ Params }
 
 // New returns the poll function: delayed polls and provider callbacks.
 func New(p Params) *stage.Function {
-	if p.Logger == nil {
-		p.Logger = slog.New(slog.DiscardHandler)
-	}
 	s := &poller{Params: p}
 	return stage.Combine(stage.Params{Name: Name, Logger: p.Logger},
-		stage.Typed[task.PollDue]{Name: Name, EventType: catalog.EventPollDue, Consumer: catalog.GroupPoll.Name, DB: p.Pool, Logger: p.Logger,
+		stage.Typed[task.PollDue]{Group: catalog.GroupPoll, DB: p.Pool, Logger: p.Logger,
 			Acts: func(t task.Task, due task.PollDue) bool { return task.PollActs(t, due.PollAt) },
 			Work: s.poll},
-		stage.Typed[task.CallbackReceived]{Name: Name, EventType: catalog.EventCallbackReceived, Consumer: catalog.GroupCallback.Name, DB: p.Pool, Logger: p.Logger,
+		stage.Typed[task.CallbackReceived]{Group: catalog.GroupCallback, DB: p.Pool, Logger: p.Logger,
 			TaskOf: func(env envelope.Envelope, _ task.CallbackReceived) (uuid.UUID, error) {
 				id, err := uuid.Parse(env.AggregateID)
 				if err != nil {

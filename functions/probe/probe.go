@@ -48,12 +48,8 @@ type prober struct{ Params }
 
 // New returns the probe function.
 func New(p Params) *stage.Function {
-	if p.Logger == nil {
-		p.Logger = slog.New(slog.DiscardHandler)
-	}
 	s := &prober{Params: p}
-	return stage.NewTyped(stage.Typed[task.Postprocess]{Name: Name, EventType: catalog.EventPostprocess,
-		Consumer: catalog.GroupProbe.Name, DB: p.Pool, Logger: p.Logger, Work: s.work,
+	return stage.NewTyped(stage.Typed[task.Postprocess]{Group: catalog.GroupProbe, DB: p.Pool, Logger: p.Logger, Work: s.work,
 		Acts: func(t task.Task, _ task.Postprocess) bool { return task.PostprocessActs(t) }})
 }
 

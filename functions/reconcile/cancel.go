@@ -3,14 +3,11 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/functions/stage"
-	"github.com/aivedio/pipeline/shared/envelope"
-	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/task"
@@ -22,7 +19,8 @@ import (
 // still runs) and applies the cancel rule: stopped → CANCELED and release;
 // finished first → FETCHING, ending CANCELED_WITH_OUTPUT; still unknown →
 // look again later, RECONCILE_MAX_ROUNDS times, then NEEDS_ATTENTION.
-func (r *reconciler) settleCancel(ctx context.Context, ev envelope.Envelope, consumer string, t task.Task, due task.ReconcileDue) error {
+func (r *reconciler) settleCancel(ctx context.Context, d stage.Delivery[task.ReconcileDue]) error {
+	t, due, o := d.Task, d.Payload, d.Origin
 	cctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	job, err := r.Provider.Get(cctx, t.ProviderJobID)
 	if err == nil && !job.Status.Terminal() {
@@ -35,40 +33,24 @@ func (r *reconciler) settleCancel(ctx context.Context, ev envelope.Envelope, con
 	if err != nil {
 		last = string(provider.ClassOf(err))
 	}
-	o := task.FromEnvelope(Name, ev)
-	log := r.Logger.With(slog.String("task_id", t.ID.String()), slog.String("event_id", ev.EventID))
-	var done bool
-	_, err = inbox.Do(ctx, r.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		done = false
-		cur, err := task.Lock(ctx, tx, t.ID)
-		if err != nil {
-			return "", err
-		}
-		if cur.Status != task.CancelReconciling {
-			return inbox.StaleNoop, nil
-		}
+	return d.Locked(ctx, task.CancelReconciling, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
 		if decided != stage.CancelUnknown {
-			done = true
-			return inbox.Applied, stage.ApplyCancel(ctx, tx, o, cur, due.AttemptID, decided, r.Journey.ReconcileAfter)
+			r.releaseSlots(d)
+			return stage.ApplyCancel(ctx, tx, o, cur, due.AttemptID, decided, r.Journey.ReconcileAfter)
 		}
 		if due.Round+1 >= r.Journey.ReconcileRounds {
-			done = true
+			r.releaseSlots(d)
 			msg := fmt.Sprintf("could not learn whether provider job %s stopped after the client's cancel (%d looks, last: %v); a person decides whether to charge",
 				cur.ProviderJobID, due.Round+1, last)
 			_, err := task.Apply(ctx, tx, o, cur, task.Transition{To: task.NeedsAttention, Reason: "cancel outcome unknown",
 				Set: task.Fields{ErrorCode: task.Ptr("reconcile.cancel_unknown"), ErrorMessage: &msg}})
-			return inbox.Applied, err
+			return err
 		}
-		next := due
-		next.Round++
-		again, err := o.EmitAt(cur, next, time.Now().Add(r.Journey.ReconcileAfter))
+		at := time.Now().Add(r.Journey.ReconcileAfter)
+		look, err := o.EmitAt(cur, again(cur, due, at), at)
 		if err != nil {
-			return "", err
+			return err
 		}
-		return inbox.Applied, outbox.Write(ctx, tx, again)
+		return outbox.Write(ctx, tx, look)
 	})
-	if err == nil && done {
-		stage.ReleaseSlots(ctx, r.Slots, stage.GenerationSlots(t, t.Provider, r.Journey), log)
-	}
-	return err
 }

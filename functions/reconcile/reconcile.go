@@ -26,8 +26,6 @@ import (
 	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
-	"github.com/aivedio/pipeline/shared/envelope"
-	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/slots"
@@ -57,7 +55,8 @@ type Params struct {
 
 type reconciler struct{ Params }
 
-// New returns the reconcile function.
+// New returns the reconcile function: delayed looks at a task, and the
+// scanners on a periodic trigger.
 func New(p Params) *stage.Function {
 	if p.Logger == nil {
 		p.Logger = slog.New(slog.DiscardHandler)
@@ -73,29 +72,39 @@ func New(p Params) *stage.Function {
 			slog.Int("stale_outbox_rows", rep.StaleOutboxRows), slog.Duration("oldest_unpublished", rep.OldestUnpublished))
 		return nil
 	}
-	return stage.New(stage.Params{Name: Name, EventTypes: []string{catalog.EventReconcileDue}, Work: r.work, Logger: p.Logger,
-		Triggers: map[string]stage.TriggerFunc{ScanEventType: scan, PingEventType: scan}})
+	return stage.Combine(stage.Params{Name: Name, Logger: p.Logger, Triggers: map[string]stage.TriggerFunc{ScanEventType: scan, PingEventType: scan}},
+		stage.Typed[task.ReconcileDue]{Group: catalog.GroupReconcile, DB: p.Pool, Logger: p.Logger,
+			Acts: func(t task.Task, due task.ReconcileDue) bool {
+				return task.ReconcileCancelActs(t, due) || task.ReconcileSubmitActs(t)
+			},
+			Work: r.work})
 }
 
-func (r *reconciler) work(ctx context.Context, ev envelope.Envelope) error {
-	due, err := stage.Decode[task.ReconcileDue](ev)
-	if err != nil {
-		return err
-	}
-	consumer := catalog.GroupReconcile.Name
-	t, err := stage.ReadTask(ctx, r.Pool, ev, due.TaskID)
-	if err != nil {
-		return err
-	}
+// again is the next look of a task whose look found nothing final: the
+// same attempt one round later, carrying its wait.
+func again(cur task.Task, due task.ReconcileDue, at time.Time) task.ReconcileDue {
+	next := due
+	next.Round++
+	next.Wait = task.Wait{ExpectedStatus: cur.Status, ExpectedVersion: cur.Version, NotBefore: at.UTC().Truncate(time.Microsecond),
+		Reason: due.Reason, RetryAttempt: next.Round}
+	return next
+}
+
+// releaseSlots frees the task's slots once the delivery's work committed.
+func (r *reconciler) releaseSlots(d stage.Delivery[task.ReconcileDue]) {
+	d.AfterCommit(func(ctx context.Context) {
+		stage.ReleaseSlots(ctx, r.Slots, stage.GenerationSlots(d.Task, d.Task.Provider, r.Journey), d.Log)
+	})
+}
+
+func (r *reconciler) work(ctx context.Context, d stage.Delivery[task.ReconcileDue]) error {
+	t, due := d.Task, d.Payload
 	if task.ReconcileCancelActs(t, due) {
-		return r.settleCancel(ctx, ev, consumer, t, due)
-	}
-	if !task.ReconcileSubmitActs(t) {
-		return stage.Noop(ctx, r.Pool, consumer, ev)
+		return r.settleCancel(ctx, d)
 	}
 	lost, err := attempt.Get(ctx, r.Pool, t.ID, due.AttemptID)
 	if errors.Is(err, attempt.ErrNotFound) || (err == nil && lost.Status != attempt.SubmitUnknown) {
-		return stage.Noop(ctx, r.Pool, consumer, ev)
+		return d.Noop(ctx)
 	}
 	if err != nil {
 		return err
@@ -104,63 +113,49 @@ func (r *reconciler) work(ctx context.Context, ev envelope.Envelope) error {
 	job, findErr := r.Provider.FindByClientRequestID(findCtx, lost.ClientRequestID, lost.StartedAt().Add(-lookBack))
 	cancel()
 
-	o := task.FromEnvelope(Name, ev)
-	log := r.Logger.With(slog.String("task_id", t.ID.String()), slog.String("event_id", ev.EventID))
-	var gaveUp bool
-	_, err = inbox.Do(ctx, r.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		gaveUp = false
-		cur, err := task.Lock(ctx, tx, t.ID)
-		if err != nil {
-			return "", err
-		}
-		if cur.Status != task.Reconciling {
-			return inbox.StaleNoop, nil
-		}
+	o := d.Origin
+	return d.Locked(ctx, task.Reconciling, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
 		now := time.Now()
 		switch provider.ClassOf(findErr) {
 		case "":
 			if err := attempt.Found(ctx, tx, due.AttemptID, job.ID); err != nil {
-				return "", err
+				return err
 			}
 			pollAt := now.Add(r.Journey.PollFirst).UTC().Truncate(time.Microsecond)
-			poll, err := o.EmitAt(cur, task.PollDue{TaskID: cur.ID, AttemptID: due.AttemptID, PollAt: pollAt}, pollAt)
+			poll, err := o.EmitAt(cur, task.PollDue{TaskID: cur.ID, AttemptID: due.AttemptID, PollAt: pollAt, Wait: task.Wait{
+				ExpectedStatus: task.ProviderRunning, ExpectedVersion: cur.Version + 1, NotBefore: pollAt, Reason: "lost submit found"}}, pollAt)
 			if err != nil {
-				return "", err
+				return err
 			}
 			_, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.ProviderRunning, Reason: "lost submit found at the provider",
 				Set:    task.Fields{ProviderJobID: task.Ptr(job.ID), NextPollAt: &pollAt, DeadlineAt: task.Ptr(now.Add(r.Journey.MaxWait))},
 				Events: []outbox.Event{poll}})
-			return inbox.Applied, err
+			return err
 		case provider.ClassNotFound:
 			if err := attempt.Reopen(ctx, tx, due.AttemptID); err != nil {
-				return "", err
+				return err
 			}
 			resubmit, err := o.Emit(cur, task.SubmitRequested{TaskID: cur.ID, Version: cur.Version + 1})
 			if err != nil {
-				return "", err
+				return err
 			}
 			_, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.Submitting, Reason: "provider has no job for the lost submit; resubmitting with the same key",
 				Events: []outbox.Event{resubmit}})
-			return inbox.Applied, err
+			return err
 		}
 		if due.Round+1 >= r.Journey.ReconcileRounds {
-			gaveUp = true
+			r.releaseSlots(d)
 			msg := fmt.Sprintf("could not learn whether the provider accepted the submit after %d lookups (last: %v); resubmitting could pay twice, so a person decides",
 				due.Round+1, findErr)
 			_, err := task.Apply(ctx, tx, o, cur, task.Transition{To: task.NeedsAttention, Reason: "submit outcome unknown",
 				Set: task.Fields{ErrorCode: task.Ptr("reconcile.submit_unknown"), ErrorMessage: &msg}})
-			return inbox.Applied, err
+			return err
 		}
-		next := due
-		next.Round++
-		again, err := o.EmitAt(cur, next, now.Add(r.Journey.ReconcileAfter))
+		at := now.Add(r.Journey.ReconcileAfter)
+		look, err := o.EmitAt(cur, again(cur, due, at), at)
 		if err != nil {
-			return "", err
+			return err
 		}
-		return inbox.Applied, outbox.Write(ctx, tx, again)
+		return outbox.Write(ctx, tx, look)
 	})
-	if err == nil && gaveUp {
-		stage.ReleaseSlots(ctx, r.Slots, stage.GenerationSlots(t, t.Provider, r.Journey), log)
-	}
-	return err
 }

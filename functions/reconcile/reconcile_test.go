@@ -13,6 +13,7 @@ import (
 
 	"github.com/aivedio/pipeline/functions/reconcile"
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/functions/stage/stagetest"
 	"github.com/aivedio/pipeline/functions/submit"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
@@ -185,6 +186,8 @@ func TestUnansweredLookupsNeedAttention(t *testing.T) {
 		require.NoError(t, json.Unmarshal(next.Envelope.Payload, &due))
 		require.Equal(t, round, due.Round)
 		require.Equal(t, b.attempt.ID, due.AttemptID)
+		require.Equal(t, task.Wait{ExpectedStatus: task.Reconciling, ExpectedVersion: b.task.Version, NotBefore: next.DeliverAt.UTC(),
+			Reason: "submit answer lost", RetryAttempt: round}, due.Wait, "the delayed look carries its wait (seed 7.12.1)")
 		requireAfterDelay(t, next.DeliverAt, journey.ReconcileAfter, before, after)
 		before = time.Now()
 		require.NoError(t, b.deliverStored(t, b.fn, next))
@@ -201,6 +204,20 @@ func TestUnansweredLookupsNeedAttention(t *testing.T) {
 	require.Empty(t, storedEvents(t, b.pool, catalog.EventSettleRequested), "the reservation waits for the person")
 	require.Equal(t, "SUBMIT_UNKNOWN", attempts(t, b.pool, b.task.ID)[0].Status)
 	require.Zero(t, b.slotsHeld(t), "a task no job runs for frees its slots")
+}
+
+// TestLookOfAnotherVersionDoesNothing: a delayed look whose wait expects
+// the task at a version it has left is a stale no-op: no lookup.
+func TestLookOfAnotherVersionDoesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, unavailable)
+	id := uuid.NewString()
+	_, err := b.fn.Handle(t.Context(), stagetest.CloudEvent(t, b.task, id, catalog.EventReconcileDue,
+		task.ReconcileDue{TaskID: b.task.ID, AttemptID: b.attempt.ID, Round: 1, Wait: task.Wait{
+			ExpectedStatus: task.Reconciling, ExpectedVersion: b.task.Version + 1, Reason: "submit answer lost", RetryAttempt: 1}}))
+	require.NoError(t, err)
+	require.Empty(t, b.fake.lookups, "a stale look asks the provider nothing")
+	require.Equal(t, "STALE_NOOP", stagetest.InboxResult(t, b.pool, catalog.GroupReconcile.Name, id))
 }
 
 func TestLookupOfSettledAttemptDoesNothing(t *testing.T) {

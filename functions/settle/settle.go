@@ -35,13 +35,10 @@ type Params struct {
 
 // New returns the settle function.
 func New(p Params) *stage.Function {
-	if p.Logger == nil {
-		p.Logger = slog.New(slog.DiscardHandler)
-	}
 	work := func(ctx context.Context, d stage.Delivery[task.SettleRequested]) error {
 		// The decision is the task's as locked, not as read before: a
 		// concurrent settle may have taken it.
-		_, err := inbox.Do(ctx, p.Pool, d.Consumer, d.Env, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
 			t, err := task.Lock(ctx, tx, d.Task.ID)
 			if err != nil {
 				return "", err
@@ -64,12 +61,10 @@ func New(p Params) *stage.Function {
 			if !s.Changed {
 				return inbox.StaleNoop, nil
 			}
-			p.Logger.InfoContext(ctx, "settled", slog.String("task_id", t.ID.String()), slog.String("reservation", s.Status), slog.Int64("amount", s.Amount))
+			d.Log.InfoContext(ctx, "settled", slog.String("reservation", s.Status), slog.Int64("amount", s.Amount))
 			return inbox.Applied, nil
 		})
-		return err
 	}
-	return stage.NewTyped(stage.Typed[task.SettleRequested]{Name: Name, EventType: catalog.EventSettleRequested,
-		Consumer: catalog.GroupSettle.Name, DB: p.Pool, Logger: p.Logger, Work: work,
+	return stage.NewTyped(stage.Typed[task.SettleRequested]{Group: catalog.GroupSettle, DB: p.Pool, Logger: p.Logger, Work: work,
 		Acts: func(t task.Task, _ task.SettleRequested) bool { return task.SettleActs(t) }})
 }

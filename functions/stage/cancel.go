@@ -73,7 +73,13 @@ func ApplyCancel(ctx context.Context, tx pgx.Tx, o task.Origin, cur task.Task, a
 			Set: task.Fields{Progress: task.Ptr(100)}, Events: []outbox.Event{fetch}})
 		return err
 	}
-	look, err := o.EmitAt(cur, task.ReconcileDue{TaskID: cur.ID, AttemptID: attemptID, Wait: task.Wait{Reason: task.ReasonCancel}}, time.Now().Add(lookAfter))
+	at := time.Now().Add(lookAfter).UTC().Truncate(time.Microsecond)
+	expect := cur.Version // a new look of a task CANCEL_RECONCILING already
+	if cur.Status != task.CancelReconciling {
+		expect++
+	}
+	look, err := o.EmitAt(cur, task.ReconcileDue{TaskID: cur.ID, AttemptID: attemptID, Wait: task.Wait{
+		ExpectedStatus: task.CancelReconciling, ExpectedVersion: expect, NotBefore: at, Reason: task.ReasonCancel}}, at)
 	if err != nil {
 		return err
 	}

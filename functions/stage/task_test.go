@@ -55,7 +55,7 @@ func TestReadTask(t *testing.T) {
 // lockedStage is a typed fetch stage whose work runs fnErr in a locked
 // step on status and adds an after-commit hook inside and one outside it.
 func lockedStage(pool *pgxpool.Pool, status task.Status, fnErr error, ran, inside, outside *int) *stage.Function {
-	return stage.NewTyped(stage.Typed[task.FetchRequested]{Name: "fetch", EventType: catalog.EventFetchRequested, Consumer: lockedConsumer, DB: pool,
+	return stage.NewTyped(stage.Typed[task.FetchRequested]{Group: lockedGroup, DB: pool,
 		Work: func(ctx context.Context, d stage.Delivery[task.FetchRequested]) error {
 			d.AfterCommit(func(context.Context) { *outside++ })
 			return d.Locked(ctx, status, func(_ context.Context, _ pgx.Tx, cur task.Task) error {
@@ -68,6 +68,9 @@ func lockedStage(pool *pgxpool.Pool, status task.Status, fnErr error, ran, insid
 			})
 		}})
 }
+
+// lockedGroup is a consumer group of the fetch event, for a test stage.
+var lockedGroup = catalog.Group{Name: lockedConsumer, Stage: "fetch"}
 
 const lockedConsumer = "cg.test.v1"
 

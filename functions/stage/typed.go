@@ -7,16 +7,19 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/pg"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
-// Payload is an event payload about one task.
+// Payload is an event payload about one task, which names its event type
+// (a task.Message).
 type Payload interface {
 	// TaskRef is the task the event is about.
 	TaskRef() uuid.UUID
+	EventType() string
 }
 
 // waiter is a payload of a business wait's delayed event: it embeds a
@@ -117,10 +120,10 @@ func runHooks(ctx context.Context, fns []func(ctx context.Context)) {
 // (the task left the state and version it expected), or one the stage's
 // Acts declines. Work gets the rest.
 type Typed[T Payload] struct {
-	Name      string // the stage
-	EventType string
-	Consumer  string // the inbox consumer: the event's consumer group
-	DB        pg.DB
+	// Group is the consumer group whose messages of T's event type the
+	// stage (Group.Stage) handles; its name is the inbox consumer.
+	Group catalog.Group
+	DB    pg.DB
 	// TaskOf names the task of an event whose payload does not (a
 	// callback names its job, the envelope's aggregate the task); nil: the
 	// payload's TaskRef.
@@ -143,9 +146,9 @@ type Handler interface {
 }
 
 // NewTyped returns the function of a typed stage of one event type. It
-// panics on a programming error (no DB, consumer or work).
+// panics on a programming error (no DB, group or work).
 func NewTyped[T Payload](h Typed[T]) *Function {
-	return Combine(Params{Name: h.Name, Logger: h.Logger}, h)
+	return Combine(Params{Name: h.Group.Stage, Logger: h.Logger}, h)
 }
 
 // Combine returns the function of a stage that handles several event
@@ -163,13 +166,15 @@ func Combine(p Params, handlers ...Handler) *Function {
 }
 
 func (h Typed[T]) handle() (string, WorkFunc) {
-	if h.DB == nil || h.Consumer == "" || h.Work == nil || h.EventType == "" {
-		panic("stage.Typed: DB, Consumer, EventType and Work are required")
+	if h.DB == nil || h.Group.Name == "" || h.Group.Stage == "" || h.Work == nil {
+		panic("stage.Typed: DB, Group and Work are required")
 	}
+	var zero T
+	consumer, name := h.Group.Name, h.Group.Stage
 	if h.Logger == nil {
 		h.Logger = slog.New(slog.DiscardHandler)
 	}
-	return h.EventType, func(ctx context.Context, ev envelope.Envelope) error {
+	return zero.EventType(), func(ctx context.Context, ev envelope.Envelope) error {
 		p, err := Decode[T](ev)
 		if err != nil {
 			return err
@@ -185,12 +190,12 @@ func (h Typed[T]) handle() (string, WorkFunc) {
 			return err
 		}
 		if w, ok := any(p).(waiter); ok && !w.Waited().Holds(t) && (h.Resumes == nil || !h.Resumes(t)) {
-			return Noop(ctx, h.DB, h.Consumer, ev)
+			return Noop(ctx, h.DB, consumer, ev)
 		}
 		if h.Acts != nil && !h.Acts(t, p) {
-			return Noop(ctx, h.DB, h.Consumer, ev)
+			return Noop(ctx, h.DB, consumer, ev)
 		}
-		d := Delivery[T]{Env: ev, Payload: p, Task: t, Origin: task.FromEnvelope(h.Name, ev), Consumer: h.Consumer,
+		d := Delivery[T]{Env: ev, Payload: p, Task: t, Origin: task.FromEnvelope(name, ev), Consumer: consumer,
 			Log: h.Logger.With(slog.String("task_id", t.ID.String()), slog.String("event_id", ev.EventID)),
 			db:  h.DB, hooks: &hooks{}}
 		if err := h.Work(ctx, d); err != nil {
@@ -198,5 +203,28 @@ func (h Typed[T]) handle() (string, WorkFunc) {
 		}
 		runHooks(ctx, d.hooks.pending)
 		return nil
+	}
+}
+
+// Stateless is the typed handling of an event by a stage that keeps no
+// state in PostgreSQL (notify): the payload is decoded by the envelope's
+// compatibility rule, required fields enforced, and Work gets it; no task
+// is read and no inbox row written, so Work's effect must be idempotent
+// by itself.
+type Stateless[T interface{ EventType() string }] struct {
+	Work func(ctx context.Context, env envelope.Envelope, p T) error
+}
+
+func (h Stateless[T]) handle() (string, WorkFunc) {
+	if h.Work == nil {
+		panic("stage.Stateless: Work is required")
+	}
+	var zero T
+	return zero.EventType(), func(ctx context.Context, ev envelope.Envelope) error {
+		p, err := Decode[T](ev)
+		if err != nil {
+			return err
+		}
+		return h.Work(ctx, ev, p)
 	}
 }

@@ -37,7 +37,6 @@ import (
 	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
-	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/outcome"
@@ -64,29 +63,23 @@ type Params struct {
 	Logger      *slog.Logger
 }
 
-type submitter struct {
-	Params
-	consumer string
-}
+type submitter struct{ Params }
 
 // New returns the submit function.
 func New(p Params) *stage.Function {
-	if p.Logger == nil {
-		p.Logger = slog.New(slog.DiscardHandler)
-	}
-	s := &submitter{Params: p, consumer: catalog.GroupSubmit.Name}
-	return stage.New(stage.Params{Name: Name, EventTypes: []string{catalog.EventSubmitRequested}, Work: s.work, Logger: p.Logger})
+	s := &submitter{Params: p}
+	return stage.NewTyped(stage.Typed[task.SubmitRequested]{Group: catalog.GroupSubmit, DB: p.Pool, Logger: p.Logger, Work: s.work,
+		// Whatever event it is (a delayed resubmit whose wait has ended, or
+		// this one redelivered after a crash mid-submit): the open attempt
+		// goes on.
+		Resumes: task.SubmitResumes,
+		Acts: func(t task.Task, _ task.SubmitRequested) bool {
+			return task.SubmitResumes(t) || task.SubmitStarts(t, time.Now())
+		}})
 }
 
-func (s *submitter) work(ctx context.Context, ev envelope.Envelope) error {
-	req, err := stage.Decode[task.SubmitRequested](ev)
-	if err != nil {
-		return err
-	}
-	origin := task.FromEnvelope(Name, ev)
-	log := s.Logger.With(slog.String("task_id", req.TaskID.String()), slog.String("event_id", ev.EventID))
-
-	t, a, err := s.begin(ctx, ev, origin, req)
+func (s *submitter) work(ctx context.Context, d stage.Delivery[task.SubmitRequested]) error {
+	t, a, err := s.begin(ctx, d)
 	if err != nil || a == nil {
 		return err
 	}
@@ -95,47 +88,48 @@ func (s *submitter) work(ctx context.Context, ev envelope.Envelope) error {
 		if idErr := provider.CheckIdentity(s.Provider.Name(), provider.CheckedAtSubmit, job, a.ClientRequestID); idErr != nil {
 			// Not this attempt's job: record nothing of it, and find this
 			// attempt's own job (if any) the way a lost answer is found.
-			log.WarnContext(ctx, "provider answer refused", slog.String("error", idErr.Error()))
+			d.Log.WarnContext(ctx, "provider answer refused", slog.String("error", idErr.Error()))
 			callErr = &provider.Error{Class: provider.ClassMalformed, Message: "submit answer refused", Err: idErr}
 		}
 	}
-	log.InfoContext(ctx, "provider submit", slog.Int("attempt", a.No), slog.String("provider_class", string(provider.ClassOf(callErr))))
-	return s.record(ctx, ev, origin, req, *a, job, callErr, log)
+	d.Log.InfoContext(ctx, "provider submit", slog.Int("attempt", a.No), slog.String("provider_class", string(provider.ClassOf(callErr))))
+	return s.record(ctx, d, *a, job, callErr)
 }
 
 // begin takes the task to SUBMITTING with an attempt committed, or finds
 // the attempt an earlier delivery committed. A nil attempt means the work
 // is done without calling the provider (stale event, or no free slot).
-func (s *submitter) begin(ctx context.Context, ev envelope.Envelope, o task.Origin, req task.SubmitRequested) (task.Task, *attempt.Attempt, error) {
-	id := req.TaskID
-	for range 3 {
-		t, err := stage.ReadTask(ctx, s.Pool, ev, id)
-		if err != nil {
-			return task.Task{}, nil, err
+func (s *submitter) begin(ctx context.Context, d stage.Delivery[task.SubmitRequested]) (task.Task, *attempt.Attempt, error) {
+	t, req := d.Task, d.Payload
+	for try := range 3 {
+		if try > 0 {
+			// Another delivery moved the task: look again.
+			var err error
+			if t, err = stage.ReadTask(ctx, s.Pool, d.Env, t.ID); err != nil {
+				return task.Task{}, nil, err
+			}
 		}
 		switch {
 		case task.SubmitResumes(t):
-			// Whatever event it is (this one, redelivered after a crash
-			// mid-submit, included): the open attempt goes on.
 			a, err := attempt.Latest(ctx, s.Pool, t.ID, attempt.Submitting)
 			if errors.Is(err, attempt.ErrNotFound) {
-				return t, nil, stage.Noop(ctx, s.Pool, s.consumer, ev)
+				return t, nil, d.Noop(ctx)
 			}
 			return t, &a, err
 		case !req.Holds(t), !task.SubmitStarts(t, time.Now()):
 			// Not due, or a delayed resubmit of a wait that something
 			// else ended.
-			return t, nil, stage.Noop(ctx, s.Pool, s.consumer, ev)
+			return t, nil, d.Noop(ctx)
 		}
 		if s.Slots != nil {
 			if _, err := s.Slots.Acquire(ctx, stage.GenerationSlots(t, s.Provider.Name(), s.Journey)); errors.Is(err, slots.ErrNoSlot) {
-				return t, nil, s.wait(ctx, ev, o, t, req, noSlotReason+err.Error(), 0)
+				return t, nil, s.wait(ctx, d, noSlotReason+err.Error(), 0)
 			} else if err != nil {
 				return task.Task{}, nil, fmt.Errorf("acquire slots: %w", err)
 			}
 		}
 		var a attempt.Attempt
-		err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 			// A WAITING_RETRY task keeps its attempt: the retry must reach
 			// the same remote job if the refused call created one after all.
 			open, err := attempt.Latest(ctx, tx, t.ID, attempt.Submitting)
@@ -146,19 +140,19 @@ func (s *submitter) begin(ctx context.Context, ev envelope.Envelope, o task.Orig
 				return err
 			}
 			a = open
-			_, err = task.Apply(ctx, tx, o, t, task.Transition{To: task.Submitting, Reason: fmt.Sprintf("attempt %d", a.No),
+			_, err = task.Apply(ctx, tx, d.Origin, t, task.Transition{To: task.Submitting, Reason: fmt.Sprintf("attempt %d", a.No),
 				Set: task.Fields{Provider: task.Ptr(s.Provider.Name()), ClearNextRetryAt: true}})
 			return err
 		})
 		if errors.Is(err, task.ErrStale) {
-			continue // another delivery moved it: look again
+			continue
 		}
 		if err != nil {
 			return task.Task{}, nil, err
 		}
 		return t, &a, nil
 	}
-	return task.Task{}, nil, outcome.Retryable("task.contended", fmt.Errorf("task %s kept changing under the submit", id))
+	return task.Task{}, nil, outcome.Retryable("task.contended", fmt.Errorf("task %s kept changing under the submit", t.ID))
 }
 
 func (s *submitter) call(ctx context.Context, t task.Task, a attempt.Attempt) (provider.Job, error) {
@@ -176,14 +170,12 @@ func (s *submitter) call(ctx context.Context, t task.Task, a attempt.Attempt) (p
 }
 
 // record stores the provider's answer in the inbox-protected transaction.
-func (s *submitter) record(ctx context.Context, ev envelope.Envelope, o task.Origin, req task.SubmitRequested, a attempt.Attempt, job provider.Job, callErr error, log *slog.Logger) error {
-	id := req.TaskID
-	var release bool
-	var t task.Task
-	_, err := inbox.Do(ctx, s.Pool, s.consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		release = false
-		var err error
-		t, err = task.Lock(ctx, tx, id)
+// An answer that ends the provider's part (refused, rejected) frees the
+// task's slots after the commit.
+func (s *submitter) record(ctx context.Context, d stage.Delivery[task.SubmitRequested], a attempt.Attempt, job provider.Job, callErr error) error {
+	o := d.Origin
+	err := d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		t, err := task.Lock(ctx, tx, d.Task.ID)
 		if err != nil {
 			return "", err
 		}
@@ -201,7 +193,8 @@ func (s *submitter) record(ctx context.Context, ev envelope.Envelope, o task.Ori
 				return "", err
 			}
 			pollAt := now.Add(s.Journey.PollFirst).UTC().Truncate(time.Microsecond)
-			poll, err := o.EmitAt(t, task.PollDue{TaskID: t.ID, AttemptID: a.ID, PollAt: pollAt}, pollAt)
+			poll, err := o.EmitAt(t, task.PollDue{TaskID: t.ID, AttemptID: a.ID, PollAt: pollAt, Wait: task.Wait{
+				ExpectedStatus: task.ProviderRunning, ExpectedVersion: t.Version + 1, NotBefore: pollAt, Reason: "provider accepted"}}, pollAt)
 			if err != nil {
 				return "", err
 			}
@@ -210,25 +203,27 @@ func (s *submitter) record(ctx context.Context, ev envelope.Envelope, o task.Ori
 				Events: []outbox.Event{poll}})
 			return inbox.Applied, err
 		case provider.ClassRateLimited, provider.ClassUnavailable:
-			release = true
+			s.releaseSlots(d)
 			if err := attempt.NoteRefusal(ctx, tx, a.ID, string(class), callErr.Error()); err != nil {
 				return "", err
 			}
-			return s.waitTx(ctx, tx, o, t, req, "provider "+string(class), provider.RetryAfterOf(callErr))
+			return s.waitTx(ctx, tx, o, t, d.Payload, "provider "+string(class), provider.RetryAfterOf(callErr))
 		case provider.ClassTimeoutUnknown, provider.ClassMalformed:
 			// An answer we cannot read may still mean a job was created:
 			// look it up before anything is submitted again.
 			if err := attempt.Answer(ctx, tx, a.ID, attempt.SubmitUnknown, "", string(class), callErr.Error()); err != nil {
 				return "", err
 			}
-			due, err := o.EmitAt(t, task.ReconcileDue{TaskID: t.ID, AttemptID: a.ID, Wait: task.Wait{Reason: "submit answer lost"}}, now.Add(s.Journey.ReconcileAfter))
+			at := now.Add(s.Journey.ReconcileAfter).UTC().Truncate(time.Microsecond)
+			due, err := o.EmitAt(t, task.ReconcileDue{TaskID: t.ID, AttemptID: a.ID, Wait: task.Wait{
+				ExpectedStatus: task.Reconciling, ExpectedVersion: t.Version + 1, NotBefore: at, Reason: "submit answer lost"}}, at)
 			if err != nil {
 				return "", err
 			}
 			_, err = task.Apply(ctx, tx, o, t, task.Transition{To: task.Reconciling, Reason: "submit answer lost", Events: []outbox.Event{due}})
 			return inbox.Applied, err
 		default: // rejected, not found: the provider will not run this request
-			release = true
+			s.releaseSlots(d)
 			if err := attempt.Answer(ctx, tx, a.ID, attempt.Rejected, "", string(class), callErr.Error()); err != nil {
 				return "", err
 			}
@@ -238,31 +233,33 @@ func (s *submitter) record(ctx context.Context, ev envelope.Envelope, o task.Ori
 	if stage.IsUncurable(err) {
 		// A job id another attempt already holds, say: the same answer
 		// would be refused on every delivery.
-		err = stage.Escalate(ctx, s.Pool, s.consumer, ev, o, id, err, log)
-		release = err == nil && t.ID == id
-	}
-	if err == nil && release {
-		stage.ReleaseSlots(ctx, s.Slots, stage.GenerationSlots(t, s.Provider.Name(), s.Journey), log)
+		s.releaseSlots(d)
+		return d.Escalate(ctx, err)
 	}
 	return err
 }
 
+// releaseSlots frees the task's slots once the delivery's work committed.
+func (s *submitter) releaseSlots(d stage.Delivery[task.SubmitRequested]) {
+	d.AfterCommit(func(ctx context.Context) {
+		stage.ReleaseSlots(ctx, s.Slots, stage.GenerationSlots(d.Task, s.Provider.Name(), s.Journey), d.Log)
+	})
+}
+
 // wait records a business wait outside any other work: WAITING_RETRY and a
 // delayed resubmit, in the inbox-protected transaction.
-func (s *submitter) wait(ctx context.Context, ev envelope.Envelope, o task.Origin, t task.Task, req task.SubmitRequested, reason string, floor time.Duration) error {
-	_, err := inbox.Do(ctx, s.Pool, s.consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		cur, err := task.Lock(ctx, tx, t.ID)
+func (s *submitter) wait(ctx context.Context, d stage.Delivery[task.SubmitRequested], reason string, floor time.Duration) error {
+	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		cur, err := task.Lock(ctx, tx, d.Task.ID)
 		if err != nil {
 			return "", err
 		}
 		if cur.Status != task.Queued && cur.Status != task.WaitingRetry {
 			return inbox.StaleNoop, nil
 		}
-		return s.waitTx(ctx, tx, o, cur, req, reason, floor)
+		return s.waitTx(ctx, tx, d.Origin, cur, d.Payload, reason, floor)
 	})
-	return err
 }
-
 func (s *submitter) waitTx(ctx context.Context, tx pgx.Tx, o task.Origin, t task.Task, req task.SubmitRequested, reason string, floor time.Duration) (inbox.Result, error) {
 	// Waiting for a free slot is the pipeline pacing itself, not the
 	// provider refusing: only refusals count against SUBMIT_MAX_RETRIES.

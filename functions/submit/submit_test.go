@@ -117,6 +117,11 @@ func TestAcceptedRunsAndSchedulesThePoll(t *testing.T) {
 	require.Equal(t, "job-1", got.ProviderJobID)
 	require.NotNil(t, got.NextPollAt)
 	require.Equal(t, 1, b.pending(t, catalog.EventPollDue))
+	polls := stagetest.StoredEvents(t, b.pool, catalog.EventPollDue)
+	var due task.PollDue
+	require.NoError(t, json.Unmarshal(polls[0].Envelope.Payload, &due))
+	require.Equal(t, task.Wait{ExpectedStatus: task.ProviderRunning, ExpectedVersion: got.Version, NotBefore: got.NextPollAt.UTC(),
+		Reason: "provider accepted"}, due.Wait, "the first poll carries its wait (seed 7.12.1)")
 
 	// The same event again is a duplicate: no second call, no second poll.
 	require.NoError(t, b.deliver(t, id))
@@ -154,8 +159,14 @@ func TestLostAnswerReconcilesInsteadOfResubmitting(t *testing.T) {
 		return provider.Job{}, &provider.Error{Class: provider.ClassTimeoutUnknown, Err: context.DeadlineExceeded}
 	})
 	require.NoError(t, b.deliver(t, uuid.NewString()))
-	require.Equal(t, task.Reconciling, b.reload(t).Status)
+	got := b.reload(t)
+	require.Equal(t, task.Reconciling, got.Status)
 	require.Equal(t, 1, b.pending(t, catalog.EventReconcileDue))
+	looks := stagetest.StoredEvents(t, b.pool, catalog.EventReconcileDue)
+	var look task.ReconcileDue
+	require.NoError(t, json.Unmarshal(looks[0].Envelope.Payload, &look))
+	require.Equal(t, task.Wait{ExpectedStatus: task.Reconciling, ExpectedVersion: got.Version, NotBefore: looks[0].DeliverAt.UTC(),
+		Reason: "submit answer lost"}, look.Wait, "the delayed look carries its wait (seed 7.12.1)")
 	var status string
 	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT status FROM task_attempts`).Scan(&status))
 	require.Equal(t, "SUBMIT_UNKNOWN", status)

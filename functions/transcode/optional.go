@@ -34,7 +34,7 @@ func (s *transcoder) optionalFailed(ctx context.Context, delivery stage.Delivery
 	if err != nil {
 		return fmt.Errorf("record %s failure: %w", strings.ToLower(d.kind), err)
 	}
-	s.Logger.WarnContext(ctx, "optional derivative failed", slog.String("task_id", t.ID.String()), slog.String("kind", d.kind),
+	delivery.Log.WarnContext(ctx, "optional derivative failed", slog.String("kind", d.kind),
 		slog.Int("failures", failures), slog.Bool("background", background), slog.String("error", cause.Error()))
 	if background {
 		return delivery.Noop(ctx)

@@ -68,12 +68,8 @@ type transcoder struct{ Params }
 
 // New returns the transcode function.
 func New(p Params) *stage.Function {
-	if p.Logger == nil {
-		p.Logger = slog.New(slog.DiscardHandler)
-	}
 	s := &transcoder{Params: p}
-	return stage.NewTyped(stage.Typed[task.Postprocess]{Name: Name, EventType: catalog.EventPostprocess,
-		Consumer: catalog.GroupTranscode.Name, DB: p.Pool, Logger: p.Logger, Work: s.work,
+	return stage.NewTyped(stage.Typed[task.Postprocess]{Group: catalog.GroupTranscode, DB: p.Pool, Logger: p.Logger, Work: s.work,
 		// A finished task's background retry of a derivative it went
 		// without is work too.
 		Acts: func(t task.Task, req task.Postprocess) bool {
