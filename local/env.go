@@ -17,7 +17,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/kelseyhightower/envconfig"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/aivedio/pipeline/functions"
@@ -50,6 +49,10 @@ type services struct {
 	config.Journey
 	config.API
 }
+
+// Validate checks the blocks whose values the local run takes from the
+// environment; the rest it starts itself when unset.
+func (s *services) Validate() error { return errors.Join(s.Journey.Validate(), s.API.Validate()) }
 
 // options are the command's flags.
 type options struct {
@@ -104,13 +107,10 @@ func (e *environment) wait(ctx context.Context) error {
 // start brings up every service (real or embedded) and the pipeline.
 func start(ctx context.Context, o options) (*environment, error) {
 	var svc services
-	if err := envconfig.Process("", &svc); err != nil {
-		return nil, fmt.Errorf("read environment: %w", err)
-	}
-	if err := errors.Join(svc.Journey.Validate(), svc.API.Validate()); err != nil {
+	if err := config.Load(&svc); err != nil {
 		return nil, err
 	}
-	if err := o.sim.LoadEnv(os.Getenv); err != nil {
+	if err := o.sim.LoadEnv(config.Getenv); err != nil {
 		return nil, err
 	}
 	logger := telemetry.NewLogger(o.logFormat)

@@ -143,7 +143,7 @@ func knobs() []knob {
 }
 
 // LoadEnv sets every knob whose variable getenv returns non-empty, e.g.
-// o.LoadEnv(os.Getenv). Variables are named in the flags' usage.
+// o.LoadEnv(config.Getenv). Variables are named in the flags' usage.
 func (o *Options) LoadEnv(getenv func(string) string) error {
 	var errs []error
 	for _, k := range knobs() {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -131,6 +132,12 @@ func Load(cfg Validator) error {
 	}
 	return nil
 }
+
+// Getenv reads one variable, for a component whose knobs are flags too and
+// keep their own table of names (the provider simulator's
+// Options.LoadEnv): with [Load], the only way the module reads the
+// environment.
+func Getenv(name string) string { return os.Getenv(name) }
 
 // Ops is the operational surface every binary has.
 type Ops struct {
