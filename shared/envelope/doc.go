@@ -42,7 +42,10 @@
 //     it, a release that writes N+1 ([SchemaVersion] raised) and still reads
 //     N, for the messages in flight and in the retention window; then one
 //     that reads N+1 only ([OldestReadSchemaVersion] raised). A build reads
-//     at most two versions side by side.
+//     at most two versions side by side. A payload type whose shape changed
+//     reads the older version through its [Upgrader], which
+//     [DecodePayload] calls for a payload older than the newest version
+//     read.
 //   - A version outside the window is [ClassUnsupportedSchema]: quarantined,
 //     never retried, and replayed once a consumer that reads it runs.
 //

@@ -13,9 +13,17 @@ import (
 // must be present and non-zero, and a known field of the wrong type is
 // refused. T is a struct. Every error it returns is a [*ValidationError]
 // whose Field is "payload" or "payload.<field>".
+//
+// During a dual-read window a payload of an older schema version than the
+// newest this build reads is read by T's own [Upgrader], when T has one:
+// the per-type hook that maps the old shape onto the new.
 func DecodePayload[T any](e Envelope) (T, error) {
 	var v T
-	if err := json.Unmarshal(e.Payload, &v); err != nil {
+	read := func() error { return json.Unmarshal(e.Payload, &v) }
+	if u, ok := any(&v).(Upgrader); ok && e.SchemaVersion < NewestReadSchemaVersion {
+		read = func() error { return u.UpgradeFrom(e.SchemaVersion, e.Payload) }
+	}
+	if err := read(); err != nil {
 		field := "payload"
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) && typeErr.Field != "" {
@@ -27,6 +35,14 @@ func DecodePayload[T any](e Envelope) (T, error) {
 		return v, invalid(ClassMissingField, "payload."+name, "is required in %s", e.EventType)
 	}
 	return v, nil
+}
+
+// Upgrader is a payload type (by pointer) that reads the payload of an
+// older schema version itself: the version, and the payload as the older
+// producer wrote it. A type whose shape did not change across the window
+// needs none. An error is refused like a payload that does not fit.
+type Upgrader interface {
+	UpgradeFrom(schemaVersion int, payload json.RawMessage) error
 }
 
 // missingRequired names the first field of struct v tagged
