@@ -56,7 +56,7 @@ func (s *Server) createGeneration(w http.ResponseWriter, r *http.Request, p tena
 			TenantID: p.TenantID, IdempotencyKey: key, RequestHash: req.hash(),
 			Model: req.Model, Prompt: req.Prompt, DurationSeconds: req.DurationSeconds, Resolution: req.Resolution,
 			InputAssetIDs: req.InputAssetIDs, Priority: req.Priority,
-		}, noEvents)
+		})
 		if err != nil || !created {
 			return err
 		}
@@ -101,8 +101,6 @@ func (s *Server) createGeneration(w http.ResponseWriter, r *http.Request, p tena
 	writeJSON(w, http.StatusAccepted, ref)
 	return nil
 }
-
-func noEvents(task.Task) ([]outbox.Event, error) { return nil, nil }
 
 // checkInputs refuses input assets the tenant does not own; another
 // tenant's asset reads exactly like one that does not exist.

@@ -7,8 +7,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/aivedio/pipeline/shared/outbox"
 )
 
 // New is a task to create.
@@ -28,12 +26,12 @@ type New struct {
 // different request.
 var ErrIdempotencyConflict = errors.New("idempotency key already used with a different request")
 
-// Create inserts a QUEUED task through tx with its first timeline row,
-// task.state.changed event and the events events(t) returns (they need the
-// new task's id). When the tenant already has a task under the same
+// Create inserts a QUEUED task through tx with its first timeline row and
+// task.state.changed event; the caller writes the task's next events in
+// the same transaction once its own checks passed. When the tenant already has a task under the same
 // idempotency key, Create returns that task with created false and writes
 // nothing; a different request hash is [ErrIdempotencyConflict].
-func Create(ctx context.Context, tx pgx.Tx, o Origin, n New, events func(Task) ([]outbox.Event, error)) (t Task, created bool, err error) {
+func Create(ctx context.Context, tx pgx.Tx, o Origin, n New) (t Task, created bool, err error) {
 	inputs := n.InputAssetIDs
 	if inputs == nil {
 		inputs = []uuid.UUID{}
@@ -58,11 +56,7 @@ func Create(ctx context.Context, tx pgx.Tx, o Origin, n New, events func(Task) (
 	if err != nil {
 		return Task{}, false, fmt.Errorf("create task: %w", err)
 	}
-	evs, err := events(t)
-	if err != nil {
-		return Task{}, false, err
-	}
-	if err := record(ctx, tx, o, "", t, "created", evs); err != nil {
+	if err := record(ctx, tx, o, "", t, "created", nil); err != nil {
 		return Task{}, false, err
 	}
 	return t, true, nil

@@ -14,7 +14,6 @@ import (
 
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/dbtest"
-	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
 )
@@ -49,7 +48,7 @@ func (b *testBundle) newTask(t *testing.T, key string) task.Task {
 	var created task.Task
 	inTx(t, b.pool, func(tx pgx.Tx) error {
 		var err error
-		created, _, err = task.Create(t.Context(), tx, api, b.request(key, "a cat"), noEvents)
+		created, _, err = task.Create(t.Context(), tx, api, b.request(key, "a cat"))
 		return err
 	})
 	return created
@@ -61,8 +60,6 @@ func (b *testBundle) request(key, prompt string) task.New {
 		Prompt: prompt, DurationSeconds: 4, Resolution: "1280x720"}
 }
 
-func noEvents(task.Task) ([]outbox.Event, error) { return nil, nil }
-
 func TestCreateIsIdempotentPerKey(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -71,12 +68,12 @@ func TestCreateIsIdempotentPerKey(t *testing.T) {
 	require.EqualValues(t, 1, first.Version)
 
 	inTx(t, b.pool, func(tx pgx.Tx) error {
-		again, created, err := task.Create(t.Context(), tx, api, b.request("k1", "a cat"), noEvents)
+		again, created, err := task.Create(t.Context(), tx, api, b.request("k1", "a cat"))
 		require.NoError(t, err)
 		require.False(t, created)
 		require.Equal(t, first.ID, again.ID)
 
-		_, _, err = task.Create(t.Context(), tx, api, b.request("k1", "a dog"), noEvents)
+		_, _, err = task.Create(t.Context(), tx, api, b.request("k1", "a dog"))
 		require.ErrorIs(t, err, task.ErrIdempotencyConflict)
 		return nil
 	})

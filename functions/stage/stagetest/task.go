@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aivedio/pipeline/shared/billing"
-	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
 )
@@ -44,8 +43,7 @@ func NewTask(t *testing.T, pool *pgxpool.Pool, opts *TaskOpts, path ...task.Tran
 		}
 		hash := sha256.Sum256([]byte("request"))
 		cur, _, err = task.Create(ctx, tx, o, task.New{TenantID: c.TenantID, IdempotencyKey: "k", RequestHash: hash[:],
-			Model: "m", Prompt: "a cat", DurationSeconds: 2, Resolution: "640x360"},
-			func(task.Task) ([]outbox.Event, error) { return nil, nil })
+			Model: "m", Prompt: "a cat", DurationSeconds: 2, Resolution: "640x360"})
 		if err != nil {
 			return err
 		}
