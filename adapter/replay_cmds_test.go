@@ -169,15 +169,19 @@ func queuedTask(t *testing.T, pool *pgxpool.Pool) envelope.Envelope {
 			return err
 		}
 		hash := sha256.Sum256([]byte("request"))
-		_, _, err = task.Create(ctx, tx, task.Origin{Producer: "api"}, task.New{
+		tk, _, err := task.Create(ctx, tx, task.Origin{Producer: "api"}, task.New{
 			TenantID: c.TenantID, IdempotencyKey: "k-1", RequestHash: hash[:],
 			Model: "acme/video-1", Prompt: "a cat", DurationSeconds: 4, Resolution: "1280x720",
-		}, func(tk task.Task) ([]outbox.Event, error) {
-			ev, err := task.Origin{Producer: "api"}.Emit(tk, task.SubmitRequested{TaskID: tk.ID, Version: tk.Version})
-			submit = ev.Envelope
-			return []outbox.Event{ev}, err
 		})
-		return err
+		if err != nil {
+			return err
+		}
+		ev, err := task.Origin{Producer: "api"}.Emit(tk, task.SubmitRequested{TaskID: tk.ID, Version: tk.Version})
+		if err != nil {
+			return err
+		}
+		submit = ev.Envelope
+		return outbox.Write(ctx, tx, ev)
 	}))
 	return submit
 }

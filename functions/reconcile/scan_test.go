@@ -18,7 +18,6 @@ import (
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/dbtest"
-	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/servicetest"
 	"github.com/aivedio/pipeline/shared/slots"
 	"github.com/aivedio/pipeline/shared/task"
@@ -57,8 +56,7 @@ func (b *scanBundle) stuckTask(t *testing.T, status task.Status, age time.Durati
 		hash := sha256.Sum256([]byte("p"))
 		var err error
 		created, _, err = task.Create(t.Context(), tx, task.Origin{Producer: "api"}, task.New{TenantID: b.tenantID, IdempotencyKey: uuid.NewString(),
-			RequestHash: hash[:], Model: "m", Prompt: "p", DurationSeconds: 2, Resolution: "640x360"},
-			func(task.Task) ([]outbox.Event, error) { return nil, nil })
+			RequestHash: hash[:], Model: "m", Prompt: "p", DurationSeconds: 2, Resolution: "640x360"})
 		if err != nil {
 			return err
 		}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/dbtest"
-	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
 )
@@ -44,8 +43,7 @@ func (b *testBundle) reservedTask(t *testing.T, amount int64) uuid.UUID {
 	b.tx(t, func(tx pgx.Tx) error {
 		hash := sha256.Sum256([]byte("p"))
 		created, _, err := task.Create(t.Context(), tx, task.Origin{Producer: "api"}, task.New{TenantID: b.tenantID,
-			IdempotencyKey: uuid.NewString(), RequestHash: hash[:], Model: "m", Prompt: "p", DurationSeconds: 1, Resolution: "640x360"},
-			func(task.Task) ([]outbox.Event, error) { return nil, nil })
+			IdempotencyKey: uuid.NewString(), RequestHash: hash[:], Model: "m", Prompt: "p", DurationSeconds: 1, Resolution: "640x360"})
 		if err != nil {
 			return err
 		}

@@ -67,12 +67,16 @@ func (b *testBundle) taskAt(t *testing.T, tenantID uuid.UUID, status task.Status
 		cur, _, err = task.Create(ctx, tx, task.Origin{Producer: "api"}, task.New{
 			TenantID: tenantID, IdempotencyKey: uuid.NewString(), RequestHash: hash[:],
 			Model: "acme/video-1", Prompt: "a cat", DurationSeconds: 4, Resolution: "1280x720",
-		}, func(t task.Task) ([]outbox.Event, error) {
-			ev, err := task.Origin{Producer: "api"}.Emit(t, task.SubmitRequested{TaskID: t.ID, Version: t.Version})
-			submit = ev.Envelope
-			return []outbox.Event{ev}, err
 		})
 		if err != nil {
+			return err
+		}
+		ev, err := task.Origin{Producer: "api"}.Emit(cur, task.SubmitRequested{TaskID: cur.ID, Version: cur.Version})
+		if err != nil {
+			return err
+		}
+		submit = ev.Envelope
+		if err := outbox.Write(ctx, tx, ev); err != nil {
 			return err
 		}
 		return billing.Reserve(ctx, tx, tenantID, cur.ID, price)
