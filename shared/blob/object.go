@@ -103,10 +103,11 @@ func storedSHA256(meta map[string]string, checksum *string, typ types.ChecksumTy
 }
 
 // fullObjectSHA256 decodes a server's SHA256 checksum into hex when it covers
-// the whole object.
+// the whole object: a checksum of no type is a header a stand-in echoed
+// back unverified, not the server's.
 func fullObjectSHA256(checksum *string, typ types.ChecksumType) (string, bool) {
 	v := aws.ToString(checksum)
-	if v == "" || typ == types.ChecksumTypeComposite || strings.Contains(v, "-") {
+	if v == "" || typ != types.ChecksumTypeFullObject || strings.Contains(v, "-") {
 		return "", false
 	}
 	raw, err := base64.StdEncoding.DecodeString(v)
