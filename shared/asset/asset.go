@@ -1,0 +1,175 @@
+// Package asset owns the assets table: every media object the system
+// knows, whose bytes live in object storage (seed 7.3). Uploads a tenant
+// makes through the Asset API, provider outputs the fetch stage stores,
+// the derivatives made from them, and final renders are all assets.
+//
+// An upload is created PENDING_UPLOAD with the size and sha256 its client
+// promised; [Complete] checks the stored object against them and moves it
+// to PROCESSING; the probe stage makes it READY or FAILED with a reason. An
+// output the pipeline stores itself starts PROCESSING (until probed), a
+// derivative READY.
+package asset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/aivedio/pipeline/shared/pg"
+)
+
+// Status is assets.status.
+type Status string
+
+// The statuses (the table's CHECK constraint).
+const (
+	PendingUpload Status = "PENDING_UPLOAD"
+	Processing    Status = "PROCESSING"
+	Ready         Status = "READY"
+	Failed        Status = "FAILED"
+)
+
+// MediaType is what an upload declares itself to be.
+type MediaType string
+
+// The media types of uploads.
+const (
+	Video MediaType = "VIDEO"
+	Audio MediaType = "AUDIO"
+	Image MediaType = "IMAGE"
+)
+
+// Kind values of assets.kind: what role the object plays. Uploads and
+// provider outputs are originals (SOURCE).
+const (
+	KindSource    = "SOURCE"
+	KindProxy     = "PROXY"
+	KindThumbnail = "THUMBNAIL"
+	KindWaveform  = "WAVEFORM"
+	KindRender    = "RENDER"
+)
+
+// Errors callers branch on.
+var (
+	ErrNotFound = errors.New("asset not found")
+	// ErrIdempotencyConflict: the tenant already used the idempotency key
+	// for a different upload.
+	ErrIdempotencyConflict = errors.New("idempotency key already used with a different upload")
+	// ErrStale: the asset is no longer in the status the change expects.
+	ErrStale = errors.New("asset changed concurrently")
+)
+
+// Asset is one assets row.
+type Asset struct {
+	ID            uuid.UUID
+	TenantID      uuid.UUID
+	TaskID        *uuid.UUID // the generation task it came from; nil for uploads and renders
+	SourceAssetID *uuid.UUID // what a derivative was made from
+	Kind          string
+	Status        Status
+	MediaType     MediaType // uploads only
+	Filename      string    // uploads only
+	ObjectKey     string
+	SHA256        []byte
+	SizeBytes     int64
+	ContentType   string
+	DurationMS    *int64
+	Width         *int
+	Height        *int
+	VideoCodec    string
+	AudioCodec    string
+	Probed        bool
+	ErrorCode     string
+	ErrorMessage  string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+const columns = `asset_id, tenant_id, task_id, source_asset_id, kind, status, coalesce(media_type, ''), coalesce(filename, ''),
+	object_key, checksum_sha256, size_bytes, content_type, duration_ms, width, height, coalesce(video_codec, ''), coalesce(audio_codec, ''),
+	probe IS NOT NULL, coalesce(error_code, ''), coalesce(error_message, ''), created_at, updated_at`
+
+func scan(row pgx.Row) (Asset, error) {
+	var a Asset
+	err := row.Scan(&a.ID, &a.TenantID, &a.TaskID, &a.SourceAssetID, &a.Kind, &a.Status, &a.MediaType, &a.Filename,
+		&a.ObjectKey, &a.SHA256, &a.SizeBytes, &a.ContentType, &a.DurationMS, &a.Width, &a.Height, &a.VideoCodec, &a.AudioCodec,
+		&a.Probed, &a.ErrorCode, &a.ErrorMessage, &a.CreatedAt, &a.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Asset{}, ErrNotFound
+	}
+	if err != nil {
+		return Asset{}, fmt.Errorf("read asset: %w", err)
+	}
+	a.CreatedAt, a.UpdatedAt = a.CreatedAt.UTC(), a.UpdatedAt.UTC()
+	return a, nil
+}
+
+// Get reads one asset.
+func Get(ctx context.Context, q pg.Querier, id uuid.UUID) (Asset, error) {
+	a, err := scan(q.QueryRow(ctx, `SELECT `+columns+` FROM assets WHERE asset_id = $1`, id))
+	if err != nil {
+		return Asset{}, fmt.Errorf("asset %s: %w", id, err)
+	}
+	return a, nil
+}
+
+// OfTenant reads one asset of tenantID: another tenant's reads exactly
+// like a missing one.
+func OfTenant(ctx context.Context, q pg.Querier, tenantID, id uuid.UUID) (Asset, error) {
+	a, err := scan(q.QueryRow(ctx, `SELECT `+columns+` FROM assets WHERE asset_id = $1 AND tenant_id = $2`, id, tenantID))
+	if err != nil {
+		return Asset{}, fmt.Errorf("asset %s: %w", id, err)
+	}
+	return a, nil
+}
+
+// Lock reads one asset FOR UPDATE in tx.
+func Lock(ctx context.Context, tx pgx.Tx, id uuid.UUID) (Asset, error) {
+	a, err := scan(tx.QueryRow(ctx, `SELECT `+columns+` FROM assets WHERE asset_id = $1 FOR UPDATE`, id))
+	if err != nil {
+		return Asset{}, fmt.Errorf("lock asset %s: %w", id, err)
+	}
+	return a, nil
+}
+
+// Derivatives lists the assets made from source, oldest first.
+func Derivatives(ctx context.Context, q pg.Querier, source uuid.UUID) ([]Asset, error) {
+	rows, err := q.Query(ctx, `SELECT `+columns+` FROM assets WHERE source_asset_id = $1 ORDER BY created_at, asset_id`, source)
+	if err != nil {
+		return nil, fmt.Errorf("list derivatives of %s: %w", source, err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Asset, error) { return scan(r) })
+}
+
+// move changes an asset's status from one of from, with the error columns
+// set for FAILED; another status is [ErrStale].
+func move(ctx context.Context, q pg.Querier, id uuid.UUID, to Status, code, message string, from ...Status) error {
+	var errCode, errMessage *string
+	if to == Failed {
+		errCode, errMessage = &code, &message
+	}
+	tag, err := q.Exec(ctx, `UPDATE assets SET status = $2, error_code = $3, error_message = $4, updated_at = now()
+		WHERE asset_id = $1 AND status = ANY($5)`, id, to, errCode, errMessage, from)
+	if err != nil {
+		return fmt.Errorf("move asset %s to %s: %w", id, to, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: asset %s is not %v", ErrStale, id, from)
+	}
+	return nil
+}
+
+// Fail ends an asset that is not READY yet as FAILED with code and a
+// message a person can act on.
+func Fail(ctx context.Context, q pg.Querier, id uuid.UUID, code, message string) error {
+	return move(ctx, q, id, Failed, code, message, PendingUpload, Processing)
+}
+
+// MarkReady ends a PROCESSING asset as READY.
+func MarkReady(ctx context.Context, q pg.Querier, id uuid.UUID) error {
+	return move(ctx, q, id, Ready, "", "", Processing)
+}
