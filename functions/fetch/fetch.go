@@ -98,8 +98,8 @@ func (f *fetcher) work(ctx context.Context, d stage.Delivery[task.FetchRequested
 	}
 	return d.Locked(ctx, task.Fetching, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
 		assetID := uuid.Must(uuid.NewV7())
-		err := tx.QueryRow(ctx, `INSERT INTO assets (asset_id, tenant_id, task_id, kind, object_key, checksum_sha256, size_bytes, content_type)
-			VALUES ($1, $2, $3, 'SOURCE', $4, $5, $6, $7)
+		err := tx.QueryRow(ctx, `INSERT INTO assets (asset_id, tenant_id, task_id, kind, status, object_key, checksum_sha256, size_bytes, content_type)
+			VALUES ($1, $2, $3, 'SOURCE', 'PROCESSING', $4, $5, $6, $7)
 			ON CONFLICT (task_id) WHERE kind = 'SOURCE' AND task_id IS NOT NULL
 			DO UPDATE SET checksum_sha256 = excluded.checksum_sha256, size_bytes = excluded.size_bytes
 			RETURNING asset_id`, assetID, cur.TenantID, cur.ID, key, sum, obj.Size, contentType(obj)).Scan(&assetID)

@@ -10,7 +10,6 @@ package probe
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/asset"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/media"
@@ -50,7 +50,8 @@ type prober struct{ Params }
 func New(p Params) *stage.Function {
 	s := &prober{Params: p}
 	return stage.NewTyped(stage.Typed[task.Postprocess]{Group: catalog.GroupProbe, DB: p.Pool, Logger: p.Logger, Work: s.work,
-		Acts: func(t task.Task, _ task.Postprocess) bool { return task.PostprocessActs(t) }})
+		Acts:     func(t task.Task, _ task.Postprocess) bool { return task.PostprocessActs(t) },
+		Untasked: s.upload})
 }
 
 func (s *prober) work(ctx context.Context, d stage.Delivery[task.Postprocess]) error {
@@ -58,25 +59,28 @@ func (s *prober) work(ctx context.Context, d stage.Delivery[task.Postprocess]) e
 	if req.Step != catalog.TagProbe {
 		return outcome.Permanentf("payload.invalid", "the probe stage handles step %s, not %q", catalog.TagProbe, req.Step)
 	}
-	asset, err := stage.ReadAsset(ctx, s.Pool, t, req.AssetID)
+	out, err := stage.ReadAsset(ctx, s.Pool, t, req.AssetID)
 	if err != nil {
 		return err
 	}
 
 	var probe *media.Probe
-	if !asset.Probed {
-		url, err := s.Blob.PresignGet(ctx, asset.ObjectKey, urlTTL)
+	if !out.Probed {
+		url, err := s.Blob.PresignGet(ctx, out.ObjectKey, urlTTL)
 		if err != nil {
 			return fmt.Errorf("presign output: %w", err)
 		}
 		p, err := s.Media.Probe(ctx, url)
 		if reason := notAVideo(p, err); reason != "" {
 			return d.Locked(ctx, task.MediaProcessing, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
+				if err := settleAsset(asset.Fail(ctx, tx, out.ID, "media.not_a_video", reason)); err != nil {
+					return err
+				}
 				return task.Fail(ctx, tx, o, cur, "media.not_a_video", reason)
 			})
 		}
 		if err != nil {
-			if missing := stage.SourceMissing(ctx, s.Blob, asset.ObjectKey); missing != nil {
+			if missing := stage.SourceMissing(ctx, s.Blob, out.ObjectKey); missing != nil {
 				return d.Escalate(ctx, missing)
 			}
 			return outcome.Retryable("media.probe_failed", err)
@@ -85,7 +89,10 @@ func (s *prober) work(ctx context.Context, d stage.Delivery[task.Postprocess]) e
 	}
 	return d.Locked(ctx, task.MediaProcessing, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
 		if probe != nil {
-			if err := record(ctx, tx, asset, *probe); err != nil {
+			if err := asset.RecordProbe(ctx, tx, out.ID, *probe); err != nil {
+				return err
+			}
+			if err := settleAsset(asset.MarkReady(ctx, tx, out.ID)); err != nil {
 				return err
 			}
 		}
@@ -103,6 +110,16 @@ func (s *prober) work(ctx context.Context, d stage.Delivery[task.Postprocess]) e
 		}
 		return outbox.Write(ctx, tx, events...)
 	})
+}
+
+// settleAsset passes the error of an asset's status move on, except that
+// the asset had moved already (a redelivery, or an output stored before
+// assets had a status).
+func settleAsset(err error) error {
+	if errors.Is(err, asset.ErrStale) {
+		return nil
+	}
+	return err
 }
 
 // notAVideo says why a probe shows the output cannot be a video, or "" when
@@ -140,22 +157,4 @@ var unreadableSigns = []string{
 // on what it read.
 func unreadable(e *media.ExitError) bool {
 	return slices.ContainsFunc(unreadableSigns, func(sign string) bool { return strings.Contains(e.Stderr, sign) })
-}
-
-func record(ctx context.Context, tx pgx.Tx, a stage.Asset, p media.Probe) error {
-	raw, err := json.Marshal(p)
-	if err != nil {
-		return fmt.Errorf("encode probe: %w", err)
-	}
-	var audio *string
-	if p.Audio != nil {
-		audio = &p.Audio.Codec
-	}
-	_, err = tx.Exec(ctx, `UPDATE assets SET duration_ms = $2, width = $3, height = $4, video_codec = $5, audio_codec = $6, bitrate = $7, probe = $8
-		WHERE asset_id = $1 AND probe IS NULL`,
-		a.ID, p.Duration.Milliseconds(), p.Video.Width, p.Video.Height, p.Video.Codec, audio, p.BitRate, raw)
-	if err != nil {
-		return fmt.Errorf("record probe of asset %s: %w", a.ID, err)
-	}
-	return nil
 }

@@ -8,7 +8,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/asset"
 	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/pg"
 	"github.com/aivedio/pipeline/shared/task"
@@ -61,4 +63,25 @@ func DerivativeSteps(hasAudio bool) []string {
 		steps = append(steps, catalog.TagWaveform)
 	}
 	return steps
+}
+
+// ReadUpload reads the uploaded asset an event without a task is about.
+// One that does not exist, or that a task owns (its events name the task),
+// is permanent; one of another tenant than the event's is a security
+// error, quarantined.
+func ReadUpload(ctx context.Context, q pg.Querier, ev envelope.Envelope, assetID uuid.UUID) (asset.Asset, error) {
+	a, err := asset.Get(ctx, q, assetID)
+	if errors.Is(err, asset.ErrNotFound) {
+		return asset.Asset{}, outcome.Permanentf("asset.not_found", "asset %s does not exist", assetID)
+	}
+	if err != nil {
+		return asset.Asset{}, err
+	}
+	if a.TaskID != nil {
+		return asset.Asset{}, outcome.Permanentf("payload.invalid", "asset %s is an output of task %s: its events name the task", assetID, *a.TaskID)
+	}
+	if err := CheckTenant(ev, a.TenantID); err != nil {
+		return asset.Asset{}, err
+	}
+	return a, nil
 }

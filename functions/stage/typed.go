@@ -10,6 +10,7 @@ import (
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/inbox"
+	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/pg"
 	"github.com/aivedio/pipeline/shared/task"
 )
@@ -134,9 +135,15 @@ type Typed[T Payload] struct {
 	Resumes func(t task.Task) bool
 	// Acts reports whether the stage acts on the task as read for this
 	// payload; nil: always.
-	Acts   func(t task.Task, p T) bool
-	Work   func(ctx context.Context, d Delivery[T]) error
-	Logger *slog.Logger
+	Acts func(t task.Task, p T) bool
+	Work func(ctx context.Context, d Delivery[T]) error
+	// Untasked does the work for an event whose payload names no task
+	// (the probe of a tenant's upload: the asset is the aggregate); nil:
+	// such an event is permanent. Its Delivery has no Task, so Untasked
+	// reads and checks what it needs itself (the asset's tenant against
+	// the event's: [ReadUpload]).
+	Untasked func(ctx context.Context, d Delivery[T]) error
+	Logger   *slog.Logger
 }
 
 // Handler is one event type's typed handling, for a stage of several
@@ -185,6 +192,15 @@ func (h Typed[T]) handle() (string, WorkFunc) {
 				return err
 			}
 		}
+		if id == uuid.Nil {
+			if h.Untasked == nil {
+				return outcome.Permanentf("payload.invalid", "%s names no task", ev.EventType)
+			}
+			d := Delivery[T]{Env: ev, Payload: p, Origin: task.FromEnvelope(name, ev), Consumer: consumer,
+				Log: h.Logger.With(slog.String("event_id", ev.EventID), slog.String("aggregate_id", ev.AggregateID)),
+				db:  h.DB, hooks: &hooks{}}
+			return run(ctx, d, h.Untasked)
+		}
 		t, err := ReadTask(ctx, h.DB, ev, id)
 		if err != nil {
 			return err
@@ -198,12 +214,18 @@ func (h Typed[T]) handle() (string, WorkFunc) {
 		d := Delivery[T]{Env: ev, Payload: p, Task: t, Origin: task.FromEnvelope(name, ev), Consumer: consumer,
 			Log: h.Logger.With(slog.String("task_id", t.ID.String()), slog.String("event_id", ev.EventID)),
 			db:  h.DB, hooks: &hooks{}}
-		if err := h.Work(ctx, d); err != nil {
-			return err
-		}
-		runHooks(ctx, d.hooks.pending)
-		return nil
+		return run(ctx, d, h.Work)
 	}
+}
+
+// run does a delivery's work, then the after-commit hooks added outside
+// its transactions.
+func run[T any](ctx context.Context, d Delivery[T], work func(ctx context.Context, d Delivery[T]) error) error {
+	if err := work(ctx, d); err != nil {
+		return err
+	}
+	runHooks(ctx, d.hooks.pending)
+	return nil
 }
 
 // Stateless is the typed handling of an event by a stage that keeps no

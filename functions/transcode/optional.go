@@ -11,8 +11,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/asset"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/inbox"
+	"github.com/aivedio/pipeline/shared/pg"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
@@ -27,12 +29,9 @@ const OptionalTries = 3
 // reconciler tries again later.
 func (s *transcoder) optionalFailed(ctx context.Context, delivery stage.Delivery[task.Postprocess], source stage.Asset, d derivative, cause error, background bool) error {
 	t := delivery.Task
-	var failures int
-	err := s.Pool.QueryRow(ctx, `INSERT INTO derivative_failures (source_asset_id, kind, failures, last_error) VALUES ($1, $2, 1, $3)
-		ON CONFLICT (source_asset_id, kind) DO UPDATE SET failures = derivative_failures.failures + 1, last_error = excluded.last_error, updated_at = now()
-		RETURNING failures`, source.ID, d.kind, truncate(cause.Error(), 2000)).Scan(&failures)
+	failures, err := s.countFailure(ctx, source.ID, d, cause)
 	if err != nil {
-		return fmt.Errorf("record %s failure: %w", strings.ToLower(d.kind), err)
+		return err
 	}
 	delivery.Log.WarnContext(ctx, "optional derivative failed", slog.String("kind", d.kind),
 		slog.Int("failures", failures), slog.Bool("background", background), slog.String("error", cause.Error()))
@@ -66,19 +65,37 @@ func (s *transcoder) storeLate(ctx context.Context, delivery stage.Delivery[task
 	t := delivery.Task
 	return delivery.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
 		if !exists {
-			sum, err := hex.DecodeString(obj.SHA256)
-			if err != nil || len(sum) != 32 {
-				return "", fmt.Errorf("stored %s has no usable sha256", obj.Key)
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO assets (asset_id, tenant_id, task_id, source_asset_id, kind, object_key, checksum_sha256, size_bytes, content_type)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (source_asset_id, kind) DO NOTHING`,
-				uuid.Must(uuid.NewV7()), t.TenantID, t.ID, source.ID, d.kind, obj.Key, sum, obj.Size, d.contentType); err != nil {
-				return "", fmt.Errorf("record %s: %w", strings.ToLower(d.kind), err)
+			if err := addDerivative(ctx, tx, t.TenantID, &t.ID, source.ID, d, obj); err != nil {
+				return "", err
 			}
 		}
 		// Not a transition: the task stays finished; only the flag goes.
 		return inbox.Applied, task.ClearMissing(ctx, tx, t.ID, d.kind)
 	})
+}
+
+// countFailure counts one more ffmpeg failure of making d from source, and
+// returns how many there were.
+func (s *transcoder) countFailure(ctx context.Context, sourceID uuid.UUID, d derivative, cause error) (int, error) {
+	var failures int
+	err := s.Pool.QueryRow(ctx, `INSERT INTO derivative_failures (source_asset_id, kind, failures, last_error) VALUES ($1, $2, 1, $3)
+		ON CONFLICT (source_asset_id, kind) DO UPDATE SET failures = derivative_failures.failures + 1, last_error = excluded.last_error, updated_at = now()
+		RETURNING failures`, sourceID, d.kind, truncate(cause.Error(), 2000)).Scan(&failures)
+	if err != nil {
+		return 0, fmt.Errorf("record %s failure: %w", strings.ToLower(d.kind), err)
+	}
+	return failures, nil
+}
+
+// addDerivative records the stored derivative d of source.
+func addDerivative(ctx context.Context, q pg.Querier, tenantID uuid.UUID, taskID *uuid.UUID, sourceID uuid.UUID, d derivative, obj blob.Object) error {
+	sum, err := hex.DecodeString(obj.SHA256)
+	if err != nil || len(sum) != 32 {
+		return fmt.Errorf("stored %s has no usable sha256", obj.Key)
+	}
+	_, err = asset.AddDerivative(ctx, q, asset.NewDerivative{TenantID: tenantID, TaskID: taskID, SourceID: sourceID, Kind: d.kind,
+		ObjectKey: obj.Key, SHA256: sum, SizeBytes: obj.Size, ContentType: d.contentType})
+	return err
 }
 
 func truncate(s string, n int) string {

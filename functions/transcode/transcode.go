@@ -11,7 +11,6 @@ package transcode
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -74,7 +73,8 @@ func New(p Params) *stage.Function {
 		// without is work too.
 		Acts: func(t task.Task, req task.Postprocess) bool {
 			return task.PostprocessActs(t) || task.DerivativeRetryActs(t, catalog.DerivativeKind(req.Step))
-		}})
+		},
+		Untasked: s.upload})
 }
 
 func (s *transcoder) work(ctx context.Context, delivery stage.Delivery[task.Postprocess]) error {
@@ -118,14 +118,8 @@ func (s *transcoder) work(ctx context.Context, delivery stage.Delivery[task.Post
 	}
 	return delivery.Locked(ctx, task.MediaProcessing, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
 		if !exists {
-			sum, err := hex.DecodeString(obj.SHA256)
-			if err != nil || len(sum) != 32 {
-				return fmt.Errorf("stored %s has no usable sha256", obj.Key)
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO assets (asset_id, tenant_id, task_id, source_asset_id, kind, object_key, checksum_sha256, size_bytes, content_type)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (source_asset_id, kind) DO NOTHING`,
-				uuid.Must(uuid.NewV7()), cur.TenantID, cur.ID, source.ID, d.kind, obj.Key, sum, obj.Size, d.contentType); err != nil {
-				return fmt.Errorf("record %s: %w", strings.ToLower(d.kind), err)
+			if err := addDerivative(ctx, tx, cur.TenantID, &cur.ID, source.ID, d, obj); err != nil {
+				return err
 			}
 		}
 		have, err := derivativeKinds(ctx, tx, source.ID)
@@ -178,10 +172,20 @@ func (s *transcoder) complete(ctx context.Context, tx pgx.Tx, o task.Origin, cur
 	return err
 }
 
-// make runs ffmpeg for one derivative and stores the result under the
-// task's deterministic key.
+// make runs ffmpeg for one derivative of a task's output and stores the
+// result under the task's deterministic key.
 func (s *transcoder) make(ctx context.Context, t task.Task, source stage.Asset, d derivative) (blob.Object, error) {
-	url, err := s.Blob.PresignGet(ctx, source.ObjectKey, urlTTL)
+	key, err := blob.Key(t.TenantID.String(), t.ID.String(), strings.ToLower(d.kind), d.file)
+	if err != nil {
+		return blob.Object{}, outcome.Permanent("asset.bad_key", err)
+	}
+	return s.makeTo(ctx, source.ObjectKey, key, d)
+}
+
+// makeTo runs ffmpeg for one derivative of the object under sourceKey and
+// stores the result under key.
+func (s *transcoder) makeTo(ctx context.Context, sourceKey, key string, d derivative) (blob.Object, error) {
+	url, err := s.Blob.PresignGet(ctx, sourceKey, urlTTL)
 	if err != nil {
 		return blob.Object{}, fmt.Errorf("presign source: %w", err)
 	}
@@ -202,10 +206,6 @@ func (s *transcoder) make(ctx context.Context, t task.Task, source stage.Asset, 
 	info, err := f.Stat()
 	if err != nil {
 		return blob.Object{}, err
-	}
-	key, err := blob.Key(t.TenantID.String(), t.ID.String(), strings.ToLower(d.kind), d.file)
-	if err != nil {
-		return blob.Object{}, outcome.Permanent("asset.bad_key", err)
 	}
 	obj, err := s.Blob.Put(ctx, key, f, &blob.PutOpts{ContentType: d.contentType, Size: info.Size()})
 	if err != nil {

@@ -173,3 +173,28 @@ func Fail(ctx context.Context, q pg.Querier, id uuid.UUID, code, message string)
 func MarkReady(ctx context.Context, q pg.Querier, id uuid.UUID) error {
 	return move(ctx, q, id, Ready, "", "", Processing)
 }
+
+// NewDerivative is a derivative stored in object storage, to be recorded.
+type NewDerivative struct {
+	TenantID    uuid.UUID
+	TaskID      *uuid.UUID // the task whose output it derives from; nil for an upload's
+	SourceID    uuid.UUID
+	Kind        string // KindProxy, KindThumbnail or KindWaveform
+	ObjectKey   string
+	SHA256      []byte
+	SizeBytes   int64
+	ContentType string
+}
+
+// AddDerivative records a derivative READY. One of each kind exists per
+// source: a second is not added, and added is false.
+func AddDerivative(ctx context.Context, q pg.Querier, n NewDerivative) (added bool, err error) {
+	tag, err := q.Exec(ctx, `INSERT INTO assets (asset_id, tenant_id, task_id, source_asset_id, kind, status, object_key, checksum_sha256,
+			size_bytes, content_type)
+		VALUES ($1, $2, $3, $4, $5, 'READY', $6, $7, $8, $9) ON CONFLICT (source_asset_id, kind) DO NOTHING`,
+		uuid.Must(uuid.NewV7()), n.TenantID, n.TaskID, n.SourceID, n.Kind, n.ObjectKey, n.SHA256, n.SizeBytes, n.ContentType)
+	if err != nil {
+		return false, fmt.Errorf("record %s of asset %s: %w", n.Kind, n.SourceID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}

@@ -66,9 +66,10 @@ type (
 		AttemptID uuid.UUID `json:"attempt_id"`
 		Wait
 	}
-	// Postprocess asks for one media step (the tag) on an asset.
+	// Postprocess asks for one media step (the tag) on an asset: a task's
+	// output or derivative, or (no TaskID) a tenant's upload.
 	Postprocess struct {
-		TaskID  uuid.UUID `json:"task_id" payload:"required"`
+		TaskID  uuid.UUID `json:"task_id,omitzero"`
 		AssetID uuid.UUID `json:"asset_id" payload:"required"`
 		Step    string    `json:"step"`
 	}
@@ -147,13 +148,4 @@ func (w Wait) Waited() Wait { return w }
 // event that is no wait always holds.
 func (w Wait) Holds(t Task) bool {
 	return w.ExpectedVersion == 0 || (t.Status == w.ExpectedStatus && t.Version == w.ExpectedVersion)
-}
-
-// correlation is the origin's correlation id, or the task id when the
-// origin has none (the API call that creates the task starts the chain).
-func (o Origin) correlation(t Task) string {
-	if o.CorrelationID != "" {
-		return o.CorrelationID
-	}
-	return t.ID.String()
 }

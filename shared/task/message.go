@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/outbox"
@@ -19,29 +21,56 @@ type Message interface {
 	Route(delayed bool) (catalog.Topic, string)
 }
 
+// Aggregate is what an event is about: a task, or an asset a tenant
+// uploaded (which no task owns).
+type Aggregate struct {
+	Type     string // [AggregateType], or [AssetAggregateType]
+	ID       uuid.UUID
+	TenantID uuid.UUID
+}
+
+// AssetAggregateType is the aggregate_type of events about an uploaded
+// asset.
+const AssetAggregateType = "asset"
+
+// Aggregate is the task as the aggregate of its events.
+func (t Task) Aggregate() Aggregate {
+	return Aggregate{Type: AggregateType, ID: t.ID, TenantID: t.TenantID}
+}
+
 // Emit builds the outbox event of p about task t, caused by o, to be
 // delivered now. A payload that only travels on a DELAY topic (a poll, a
 // reconcile look) is due at once.
 func (o Origin) Emit(t Task, p Message) (outbox.Event, error) {
-	return o.emit(t, p, false, time.Now())
+	return o.emit(t.Aggregate(), p, false, time.Now())
 }
 
 // EmitAt builds the outbox event of p about task t, caused by o, due at
 // at: on the payload's DELAY topic, which the broker holds until then.
 func (o Origin) EmitAt(t Task, p Message, at time.Time) (outbox.Event, error) {
-	return o.emit(t, p, true, at)
+	return o.emit(t.Aggregate(), p, true, at)
 }
 
-func (o Origin) emit(t Task, p Message, delayed bool, at time.Time) (outbox.Event, error) {
+// EmitFor builds the outbox event of p about a, caused by o, to be
+// delivered now: for events whose aggregate is not a task.
+func (o Origin) EmitFor(a Aggregate, p Message) (outbox.Event, error) {
+	return o.emit(a, p, false, time.Now())
+}
+
+func (o Origin) emit(a Aggregate, p Message, delayed bool, at time.Time) (outbox.Event, error) {
 	topic, tag := p.Route(delayed)
+	correlation := o.CorrelationID
+	if correlation == "" {
+		correlation = a.ID.String() // the call that creates the aggregate starts the chain
+	}
 	env, err := envelope.New(envelope.NewParams{
 		EventType:     p.EventType(),
 		Producer:      o.Producer,
-		AggregateType: AggregateType,
-		AggregateID:   t.ID.String(),
-		TenantID:      t.TenantID.String(),
+		AggregateType: a.Type,
+		AggregateID:   a.ID.String(),
+		TenantID:      a.TenantID.String(),
 		TraceID:       o.TraceID,
-		CorrelationID: o.correlation(t),
+		CorrelationID: correlation,
 		CausationID:   o.EventID,
 		Payload:       p,
 	})
@@ -51,7 +80,7 @@ func (o Origin) emit(t Task, p Message, delayed bool, at time.Time) (outbox.Even
 	ev := outbox.Event{Envelope: env, Topic: topic, Tag: tag}
 	switch topic.Type {
 	case catalog.FIFO:
-		ev.MessageGroup = t.ID.String()
+		ev.MessageGroup = a.ID.String()
 	case catalog.Delay:
 		ev.DeliverAt = at
 	}
