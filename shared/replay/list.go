@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/ceprops"
 )
 
 // Quarantine row statuses, and the filter value that takes them all.
@@ -134,8 +135,8 @@ func scanMessage(r pgx.CollectableRow) (row, error) {
 // derive fills what a row's properties tell.
 func (m *row) derive() {
 	m.ReceivedAt = m.ReceivedAt.UTC()
-	m.EventType = m.props[propertyType]
-	m.AggregateID = m.props[propertySubject]
+	m.EventType = m.props[ceprops.Prefix+"type"]
+	m.AggregateID = m.props[ceprops.Prefix+"subject"]
 	if m.EventType == "" && strings.Contains(m.Tag, ".") {
 		m.EventType = m.Tag // tags are event types except on asset.postprocess
 	}
