@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/replay"
 )
 
@@ -35,8 +36,8 @@ type replayArgs struct {
 	ticket, operator, reason       string
 	expect                         int
 	json                           bool
-	filter                         replay.Filter // Consumer alone outside --bulk
-	filterSet                      []string      // the filter flags given
+	filter                         quarantine.Filter // Consumer alone outside --bulk
+	filterSet                      []string          // the filter flags given
 }
 
 // runReplay serves `adapter replay`.

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/replay"
 )
 
@@ -47,7 +48,7 @@ func clip(s string, n int) string {
 	return s
 }
 
-func printList(out io.Writer, msgs []replay.Message, f replay.Filter) {
+func printList(out io.Writer, msgs []quarantine.Message, f quarantine.Filter) {
 	if len(msgs) == 0 {
 		fmt.Fprintln(out, "no quarantined messages match")
 		return
@@ -98,7 +99,7 @@ func printMessageDetail(out io.Writer, q replay.MessageDetail) {
 	_ = w.Flush()
 }
 
-func printMessage(out io.Writer, m replay.Message) {
+func printMessage(out io.Writer, m quarantine.Message) {
 	w := table(out)
 	fmt.Fprintln(w, "MESSAGE")
 	fmt.Fprintf(w, "  quarantine id\t%s (%s)\n", m.QuarantineID, m.Status)

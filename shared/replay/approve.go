@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/aivedio/pipeline/shared/quarantine"
 )
 
 // Approve approves the dry run replayID under d, after checking its
@@ -127,7 +129,7 @@ func lockReplay(ctx context.Context, tx pgx.Tx, id uuid.UUID) (current, error) {
 // reinspect checks a recorded plan again: under the lock of its event and
 // consumer, against the quarantine row and the task as they are now.
 func reinspect(ctx context.Context, tx pgx.Tx, cur current) (inspection, time.Time, error) {
-	r, err := readRow(ctx, tx, cur.rec.QuarantineID, false)
+	r, err := readRow(ctx, tx, cur.rec.QuarantineID)
 	if errors.Is(err, ErrNotFound) {
 		now, err := dbNow(ctx, tx)
 		if err != nil {
@@ -141,12 +143,12 @@ func reinspect(ctx context.Context, tx pgx.Tx, cur current) (inspection, time.Ti
 	if err != nil {
 		return inspection{}, time.Time{}, err
 	}
-	if err := lockPair(ctx, tx, r); err != nil {
+	if err := lockPair(ctx, tx, r.Message); err != nil {
 		return inspection{}, time.Time{}, err
 	}
 	// Read again under the lock: a decision that held it may have
 	// replayed the message meanwhile.
-	if r, err = readRow(ctx, tx, cur.rec.QuarantineID, false); err != nil {
+	if r, err = readRow(ctx, tx, cur.rec.QuarantineID); err != nil {
 		return inspection{}, time.Time{}, err
 	}
 	now, err := dbNow(ctx, tx)
@@ -182,7 +184,7 @@ func Get(ctx context.Context, db DB, replayID uuid.UUID) (Replay, error) {
 
 // replaysOf lists the replays of a quarantine row's event to its consumer,
 // and those recorded for the row itself, without their plans.
-func replaysOf(ctx context.Context, q querier, r row) ([]Replay, error) {
+func replaysOf(ctx context.Context, q querier, r quarantine.Message) ([]Replay, error) {
 	original, _ := uuid.Parse(r.EventID)
 	rows, err := q.Query(ctx, `SELECT `+replayColumns+` FROM message_replays
 		WHERE consumer_name = $1 AND ((original_event_id = $2 AND $2 <> '00000000-0000-0000-0000-000000000000'::uuid)

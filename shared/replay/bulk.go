@@ -4,15 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/aivedio/pipeline/shared/quarantine"
 )
 
 // BulkReport is a bulk dry run, or what a bulk approval decided.
 type BulkReport struct {
-	Filter Filter `json:"filter"`
+	Filter quarantine.Filter `json:"filter"`
 	// Matched counts the open quarantine rows the filter selects, and
 	// Messages the events among them: copies of one event count once and
 	// are replayed once.
@@ -54,24 +55,29 @@ type BulkItem struct {
 // under the same ticket.
 const statusAlreadyApproved = "ALREADY_APPROVED"
 
-func (f Filter) bulk() (Filter, error) {
+// bulkFilter checks and completes the filter of a bulk replay.
+func bulkFilter(f quarantine.Filter) (quarantine.Filter, error) {
 	if f.Consumer == "" {
 		return f, invalidf("a bulk replay needs a consumer group")
 	}
 	if _, ok := groupOf(f.Consumer); !ok {
 		return f, invalidf("consumer group %q is not in the catalog", f.Consumer)
 	}
-	if f.Status != "" && f.Status != Quarantined {
-		return f, invalidf("a bulk replay takes only %s messages, not %s", Quarantined, f.Status)
+	if f.Status != "" && f.Status != quarantine.Quarantined {
+		return f, invalidf("a bulk replay takes only %s messages, not %s", quarantine.Quarantined, f.Status)
 	}
-	return f.normalize()
+	f, err := f.Normalize()
+	if err != nil {
+		return f, fmt.Errorf("%w: %w", ErrInvalid, err) // matches quarantine.ErrInvalid too
+	}
+	return f, nil
 }
 
 // PlanBulk is the dry run of a bulk replay: the verdict of every open
 // message of one consumer group that f selects, counted by action. It
 // reads only.
-func PlanBulk(ctx context.Context, db DB, f Filter) (BulkReport, error) {
-	f, err := f.bulk()
+func PlanBulk(ctx context.Context, db DB, f quarantine.Filter) (BulkReport, error) {
+	f, err := bulkFilter(f)
 	if err != nil {
 		return BulkReport{}, err
 	}
@@ -100,8 +106,8 @@ func PlanBulk(ctx context.Context, db DB, f Filter) (BulkReport, error) {
 // it is, so the call may be repeated. When expect is positive it is the
 // number of messages the dry run showed: if the filter now selects another
 // number, nothing is approved and the error wraps [ErrChanged].
-func ApproveBulk(ctx context.Context, db DB, f Filter, d Decision, expect int) (BulkReport, error) {
-	f, err := f.bulk()
+func ApproveBulk(ctx context.Context, db DB, f quarantine.Filter, d Decision, expect int) (BulkReport, error) {
+	f, err := bulkFilter(f)
 	if err != nil {
 		return BulkReport{}, err
 	}
@@ -127,16 +133,16 @@ func ApproveBulk(ctx context.Context, db DB, f Filter, d Decision, expect int) (
 }
 
 // approveOne records the approval or refusal of one message of a bulk.
-func approveOne(ctx context.Context, db DB, f Filter, r row, d Decision) (Report, string, error) {
+func approveOne(ctx context.Context, db DB, f quarantine.Filter, r quarantine.Stored, d Decision) (Report, string, error) {
 	var (
 		rep    Report
 		status string
 	)
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		if err := lockPair(ctx, tx, r); err != nil {
+		if err := lockPair(ctx, tx, r.Message); err != nil {
 			return err
 		}
-		r, err := readRow(ctx, tx, r.QuarantineID, false)
+		r, err := readRow(ctx, tx, r.QuarantineID)
 		if err != nil {
 			return err
 		}
@@ -211,27 +217,14 @@ func (b *BulkReport) add(rep Report, status string) {
 
 // selectBulk counts what f matches and reads the messages to plan: one row
 // per event (its oldest open copy), oldest first, up to the limit.
-func selectBulk(ctx context.Context, q querier, f Filter) (BulkReport, []row, error) {
-	b := BulkReport{Filter: f, Counts: map[Action]int{Act: 0, StaleNoop: 0, Refuse: 0}, Items: []BulkItem{}}
-	where, args := f.where()
-	const event = `coalesce(event_id::text, quarantine_id::text)`
-	if err := q.QueryRow(ctx, `SELECT count(*), count(DISTINCT `+event+`) FROM message_quarantine WHERE `+where, args...).
-		Scan(&b.Matched, &b.Messages); err != nil {
-		return BulkReport{}, nil, fmt.Errorf("count quarantine: %w", err)
-	}
-	rows, err := q.Query(ctx, `SELECT `+messageColumns+`, body FROM message_quarantine WHERE quarantine_id IN (
-			SELECT DISTINCT ON (`+event+`) quarantine_id FROM message_quarantine WHERE `+where+`
-			ORDER BY `+event+`, received_at, quarantine_id)
-		ORDER BY received_at, quarantine_id LIMIT `+strconv.Itoa(f.Limit), args...)
-	if err != nil {
-		return BulkReport{}, nil, fmt.Errorf("select quarantine: %w", err)
-	}
-	found, err := pgx.CollectRows(rows, scanWithBody)
+func selectBulk(ctx context.Context, q querier, f quarantine.Filter) (BulkReport, []quarantine.Stored, error) {
+	sel, err := quarantine.SelectEvents(ctx, q, f)
 	if err != nil {
 		return BulkReport{}, nil, err
 	}
-	b.Planned = len(found)
-	return b, found, nil
+	b := BulkReport{Filter: f, Matched: sel.Matched, Messages: sel.Events, Planned: len(sel.Oldest),
+		Counts: map[Action]int{Act: 0, StaleNoop: 0, Refuse: 0}, Items: []BulkItem{}}
+	return b, sel.Oldest, nil
 }
 
 // BulkExecution is what executing a ticket did.

@@ -10,12 +10,13 @@ import (
 
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/quarantine"
 )
 
 // destination finds where the replay goes: the original event's outbox
 // row when it is still there, else the topic the message came from, else
 // the consumer group's subscription that carries its tag.
-func destination(ctx context.Context, q querier, r row, env envelope.Envelope, g catalog.Group) (Destination, catalog.Topic, error) {
+func destination(ctx context.Context, q querier, r quarantine.Message, env envelope.Envelope, g catalog.Group) (Destination, catalog.Topic, error) {
 	d := Destination{Tag: r.Tag}
 	if d.Tag == "" {
 		d.Tag = env.EventType

@@ -6,7 +6,8 @@
 //
 // # Steps
 //
-//   - [List] and [Show] read message_quarantine.
+//   - [Show] returns a message of message_quarantine whole, with the
+//     replays planned for it; listing is shared/quarantine's (quarantine.List).
 //   - [Plan] is the dry run. It reads the message (topic, consumer, event,
 //     error), the current state of the task it targets with its timeline,
 //     the side effects already done (provider attempts with their remote
@@ -27,10 +28,11 @@
 //     the quarantine rows of the event for that consumer become REPLAYED, in
 //     the same transaction as the outbox row.
 //   - [PlanBulk], [ApproveBulk] and [ExecuteBulk] do the same for every open
-//     message of one consumer group that matches a [Filter] (error class or
-//     code, time range): a dry-run summary counted by verdict first, then
-//     one approval per message under one ticket, then the execution of that
-//     ticket. Replays are new events: consumer offsets are never reset.
+//     message of one consumer group that matches a quarantine.Filter
+//     (error class or code, time range): a dry-run summary counted by
+//     verdict first, then one approval per message under one ticket, then
+//     the execution of that ticket. Replays are new events: consumer
+//     offsets are never reset.
 //
 // # Guarantees
 //

@@ -135,21 +135,6 @@ func priors(ctx context.Context, q querier, consumer string, eventID, self uuid.
 	})
 }
 
-// copiesOf lists the other open quarantine rows of the same event and
-// consumer.
-func copiesOf(ctx context.Context, q querier, r row) ([]uuid.UUID, error) {
-	if r.EventID == "" {
-		return nil, nil
-	}
-	rows, err := q.Query(ctx, `SELECT quarantine_id FROM message_quarantine
-		WHERE consumer_name = $1 AND event_id = $2 AND quarantine_id <> $3 AND status = 'QUARANTINED'
-		ORDER BY received_at, quarantine_id`, r.Consumer, r.EventID, r.QuarantineID)
-	if err != nil {
-		return nil, fmt.Errorf("read copies of quarantine row %s: %w", r.QuarantineID, err)
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-}
-
 func utc(t *time.Time) *time.Time {
 	if t == nil {
 		return nil

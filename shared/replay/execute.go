@@ -12,6 +12,7 @@ import (
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/quarantine"
 )
 
 // Producer is the envelope producer of every replay: CloudEvents source
@@ -102,15 +103,14 @@ func Execute(ctx context.Context, db DB, approvalID uuid.UUID, operator string) 
 		if err != nil {
 			return fmt.Errorf("record execution of replay %s: %w", approvalID, err)
 		}
-		tag, err := tx.Exec(ctx, `UPDATE message_quarantine SET status = 'REPLAYED'
-			WHERE consumer_name = $1 AND event_id = $2 AND status = 'QUARANTINED'`, rep.Message.Consumer, in.env.EventID)
+		marked, err := quarantine.MarkReplayed(ctx, tx, rep.Message.Consumer, in.env.EventID)
 		if err != nil {
-			return fmt.Errorf("mark quarantine of %s replayed: %w", in.env.EventID, err)
+			return err
 		}
 		x = Execution{
 			ReplayID: approvalID, OriginalEventID: cur.OriginalEventID, ReplayEventID: replayEventID,
 			Consumer: rep.Message.Consumer, Target: *rep.Target, ExecutedAt: now, Verdict: rep.Verdict,
-			QuarantineReplayed: tag.RowsAffected(),
+			QuarantineReplayed: marked,
 		}
 		return nil
 	})

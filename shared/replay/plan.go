@@ -14,6 +14,7 @@ import (
 
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
@@ -64,36 +65,26 @@ func Plan(ctx context.Context, db DB, ref Ref, operator string) (Report, error) 
 
 // resolve finds the quarantine row ref names: by quarantine id, else by
 // event id, preferring an open row.
-func resolve(ctx context.Context, q querier, ref Ref) (row, error) {
-	r, err := readRow(ctx, q, ref.ID, false)
+func resolve(ctx context.Context, q querier, ref Ref) (quarantine.Stored, error) {
+	r, err := quarantine.Read(ctx, q, ref.ID)
 	if err == nil {
 		if ref.Consumer != "" && ref.Consumer != r.Consumer {
-			return row{}, invalidf("quarantined message %s belongs to %s, not %s", ref.ID, r.Consumer, ref.Consumer)
+			return r, invalidf("quarantined message %s belongs to %s, not %s", ref.ID, r.Consumer, ref.Consumer)
 		}
 		return r, nil
 	}
-	if !errors.Is(err, ErrNotFound) {
-		return row{}, err
+	if !errors.Is(err, quarantine.ErrNotFound) {
+		return r, err
 	}
-	sql := `SELECT ` + messageColumns + `, body FROM message_quarantine WHERE event_id = $1`
-	args := []any{ref.ID}
-	if ref.Consumer != "" {
-		sql += ` AND consumer_name = $2`
-		args = append(args, ref.Consumer)
-	}
-	rows, err := q.Query(ctx, sql+` ORDER BY (status = 'QUARANTINED') DESC, received_at, quarantine_id`, args...)
+	found, err := quarantine.OfEvent(ctx, q, ref.ID, ref.Consumer)
 	if err != nil {
-		return row{}, fmt.Errorf("find quarantined event %s: %w", ref.ID, err)
-	}
-	found, err := pgx.CollectRows(rows, scanWithBody)
-	if err != nil {
-		return row{}, err
+		return r, err
 	}
 	if len(found) == 0 {
 		if ref.Consumer != "" {
-			return row{}, fmt.Errorf("%w: no message of %s in quarantine has quarantine id or event id %s", ErrNotFound, ref.Consumer, ref.ID)
+			return r, fmt.Errorf("%w: no message of %s in quarantine has quarantine id or event id %s", ErrNotFound, ref.Consumer, ref.ID)
 		}
-		return row{}, fmt.Errorf("%w: no message in quarantine has quarantine id or event id %s", ErrNotFound, ref.ID)
+		return r, fmt.Errorf("%w: no message in quarantine has quarantine id or event id %s", ErrNotFound, ref.ID)
 	}
 	var groups []string
 	for _, f := range found {
@@ -102,7 +93,7 @@ func resolve(ctx context.Context, q querier, ref Ref) (row, error) {
 		}
 	}
 	if len(groups) > 1 {
-		return row{}, fmt.Errorf("%w: event %s is quarantined for %s; name the consumer group or the quarantine id",
+		return r, fmt.Errorf("%w: event %s is quarantined for %s; name the consumer group or the quarantine id",
 			ErrAmbiguous, ref.ID, strings.Join(groups, " and "))
 	}
 	return found[0], nil
@@ -117,14 +108,14 @@ type inspection struct {
 
 // inspect builds the report of r as things are at now. self is the replay
 // being decided, left out of the earlier replays.
-func inspect(ctx context.Context, q querier, r row, now time.Time, self uuid.UUID) (inspection, error) {
+func inspect(ctx context.Context, q querier, r quarantine.Stored, now time.Time, self uuid.UUID) (inspection, error) {
 	in := inspection{report: Report{
 		Status: StatusDryRun, PlannedAt: now, Message: r.Message,
 		Effects: Effects{Attempts: []Attempt{}, Assets: []Asset{}, Ledger: []LedgerEntry{}},
 	}}
 	rep := &in.report
 	var err error
-	if rep.Copies, err = copiesOf(ctx, q, r); err != nil {
+	if rep.Copies, err = quarantine.Copies(ctx, q, r.Message); err != nil {
 		return inspection{}, err
 	}
 	eventID, _ := uuid.Parse(r.EventID)
@@ -137,7 +128,7 @@ func inspect(ctx context.Context, q querier, r row, now time.Time, self uuid.UUI
 		}
 	}
 
-	env, envErr := decodeEnvelope(r.props, r.body)
+	env, envErr := decodeEnvelope(r.Properties, r.Body)
 	if envErr != nil {
 		rep.EventError = envErr.Error()
 	} else {
@@ -150,7 +141,7 @@ func inspect(ctx context.Context, q querier, r row, now time.Time, self uuid.UUI
 	var destErr error
 	if envErr == nil && known {
 		var dest Destination
-		dest, in.topic, destErr = destination(ctx, q, r, env, group)
+		dest, in.topic, destErr = destination(ctx, q, r.Message, env, group)
 		if destErr == nil {
 			rep.Target = &dest
 		}
@@ -192,7 +183,7 @@ func inspect(ctx context.Context, q querier, r row, now time.Time, self uuid.UUI
 		}
 	}
 	switch {
-	case r.Status != Quarantined:
+	case r.Status != quarantine.Quarantined:
 		verdict = Verdict(refusef("quarantine."+strings.ToLower(r.Status), "the message is %s already; a quarantined message is replayed once", r.Status))
 	case !known:
 		verdict = Verdict(refusef("consumer.unknown", "consumer group %q is not in the catalog: nothing would take the replay", r.Consumer))
@@ -246,7 +237,7 @@ func dbNow(ctx context.Context, q querier) (time.Time, error) {
 
 // lockPair serialises every decision about replaying one event to one
 // consumer until the transaction ends.
-func lockPair(ctx context.Context, tx pgx.Tx, r row) error {
+func lockPair(ctx context.Context, tx pgx.Tx, r quarantine.Message) error {
 	key := r.EventID
 	if key == "" {
 		key = r.QuarantineID.String()

@@ -18,6 +18,7 @@ import (
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/inbox"
+	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/replay"
 	"github.com/aivedio/pipeline/shared/task"
 )
@@ -256,7 +257,7 @@ func TestEveryStepIsAudited(t *testing.T) {
 	// The quarantine view lists the replay.
 	q, err := replay.Show(ctx, b.pool, r.QuarantineID)
 	require.NoError(t, err)
-	require.Equal(t, replay.Replayed, q.Status)
+	require.Equal(t, quarantine.Replayed, q.Status)
 	require.Len(t, q.Replays, 1)
 	require.Equal(t, r.ReplayID, q.Replays[0].ReplayID)
 }
@@ -346,7 +347,7 @@ func TestBulkDryRunCountsThenApprovesAndExecutesOnce(t *testing.T) {
 		poison, // REFUSED: no event
 		deadLetter(t, catalog.GroupFetch, event(t, tk, catalog.EventFetchRequested, task.FetchRequested{TaskID: tk.ID})), // another group
 	)
-	f := replay.Filter{Consumer: catalog.GroupSubmit.Name}
+	f := quarantine.Filter{Consumer: catalog.GroupSubmit.Name}
 
 	dry, err := replay.PlanBulk(ctx, b.pool, f)
 	require.NoError(t, err)
@@ -357,13 +358,13 @@ func TestBulkDryRunCountsThenApprovesAndExecutesOnce(t *testing.T) {
 	require.Zero(t, b.count(t, `SELECT count(*) FROM message_replays`), "a bulk dry run reads only")
 
 	// Narrower filters.
-	dlqOnly, err := replay.PlanBulk(ctx, b.pool, replay.Filter{Consumer: f.Consumer, ErrorClass: "dlq"})
+	dlqOnly, err := replay.PlanBulk(ctx, b.pool, quarantine.Filter{Consumer: f.Consumer, ErrorClass: "dlq"})
 	require.NoError(t, err)
 	require.Equal(t, 4, dlqOnly.Messages)
-	future, err := replay.PlanBulk(ctx, b.pool, replay.Filter{Consumer: f.Consumer, Since: time.Now().Add(time.Hour)})
+	future, err := replay.PlanBulk(ctx, b.pool, quarantine.Filter{Consumer: f.Consumer, Since: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
 	require.Zero(t, future.Messages)
-	limited, err := replay.PlanBulk(ctx, b.pool, replay.Filter{Consumer: f.Consumer, Limit: 2})
+	limited, err := replay.PlanBulk(ctx, b.pool, quarantine.Filter{Consumer: f.Consumer, Limit: 2})
 	require.NoError(t, err)
 	require.Equal(t, 5, limited.Messages)
 	require.Equal(t, 2, limited.Planned)
@@ -404,31 +405,15 @@ func TestBulkDryRunCountsThenApprovesAndExecutesOnce(t *testing.T) {
 	require.Equal(t, 2, after.Messages, "only the refused stay quarantined")
 }
 
-func TestListShowAndResolve(t *testing.T) {
+func TestShowAndResolve(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := t.Context()
-	tk, submit := b.taskAt(t, b.tenant(t), task.Queued)
+	_, submit := b.taskAt(t, b.tenant(t), task.Queued)
 	ids := b.quarantine(t,
 		entry(t, catalog.GroupSubmit, submit, "envelope.bad_id"),
 		deadLetter(t, catalog.GroupFetch, submit), // the same event id in another group
 	)
-
-	all, err := replay.List(ctx, b.pool, replay.Filter{})
-	require.NoError(t, err)
-	require.Len(t, all, 2)
-	require.Equal(t, catalog.EventSubmitRequested, all[0].EventType)
-	require.Equal(t, tk.ID.String(), all[0].AggregateID)
-	byCode, err := replay.List(ctx, b.pool, replay.Filter{ErrorCode: "envelope.*"})
-	require.NoError(t, err)
-	require.Len(t, byCode, 1)
-	require.Equal(t, ids[0], byCode[0].QuarantineID)
-	byGroup, err := replay.List(ctx, b.pool, replay.Filter{Consumer: catalog.GroupFetch.Name, ErrorClass: "dlq"})
-	require.NoError(t, err)
-	require.Len(t, byGroup, 1)
-	none, err := replay.List(ctx, b.pool, replay.Filter{Status: "replayed"})
-	require.NoError(t, err)
-	require.Empty(t, none)
 
 	q, err := replay.Show(ctx, b.pool, ids[0])
 	require.NoError(t, err)
@@ -492,37 +477,16 @@ func TestInvalidRequestsAreRefusedWithTheirReason(t *testing.T) {
 	_, err = replay.Plan(ctx, b.pool, replay.Ref{ID: uuid.New()}, "")
 	require.ErrorIs(t, err, replay.ErrInvalid)
 
-	for _, f := range []replay.Filter{
+	for _, f := range []quarantine.Filter{
 		{},
 		{Consumer: "cg.nope"},
-		{Consumer: catalog.GroupSubmit.Name, Limit: replay.MaxLimit + 1},
-		{Consumer: catalog.GroupSubmit.Name, Status: replay.Replayed},
+		{Consumer: catalog.GroupSubmit.Name, Limit: quarantine.MaxLimit + 1},
+		{Consumer: catalog.GroupSubmit.Name, Status: quarantine.Replayed},
 		{Consumer: catalog.GroupSubmit.Name, Since: time.Now(), Until: time.Now().Add(-time.Hour)},
 		{Consumer: catalog.GroupSubmit.Name, ErrorCode: "a*b"},
 	} {
 		_, err := replay.PlanBulk(ctx, b.pool, f)
 		require.ErrorIs(t, err, replay.ErrInvalid, "%+v", f)
-	}
-	_, err = replay.List(ctx, b.pool, replay.Filter{Status: "LOST"})
-	require.ErrorIs(t, err, replay.ErrInvalid)
-}
-
-func TestParseTime(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	for in, want := range map[string]time.Time{
-		"2026-11-30T08:00:00Z":      time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC),
-		"2026-11-30T09:00:00+01:00": time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC),
-		"90m":                       now.Add(-90 * time.Minute),
-		"7d":                        now.Add(-7 * 24 * time.Hour),
-	} {
-		got, err := replay.ParseTime(in, now)
-		require.NoError(t, err, in)
-		require.Equal(t, want, got, in)
-	}
-	for _, in := range []string{"", "yesterday", "-5m", "2026-11-30"} {
-		_, err := replay.ParseTime(in, now)
-		require.ErrorIs(t, err, replay.ErrInvalid, in)
 	}
 }
 

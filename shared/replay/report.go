@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/aivedio/pipeline/shared/quarantine"
 )
 
 // Action is what a replay would lead to.
@@ -52,10 +54,10 @@ const (
 type Report struct {
 	// ReplayID is the message_replays row: the plan id, and the approval id
 	// once approved.
-	ReplayID  uuid.UUID `json:"replay_id"`
-	Status    string    `json:"status"`
-	PlannedAt time.Time `json:"planned_at"`
-	Message   Message   `json:"message"`
+	ReplayID  uuid.UUID          `json:"replay_id"`
+	Status    string             `json:"status"`
+	PlannedAt time.Time          `json:"planned_at"`
+	Message   quarantine.Message `json:"message"`
 	// Copies are other open quarantine rows of the same event and
 	// consumer (quarantined by the adapter and again from the DLQ): one
 	// replay settles them all.
@@ -71,38 +73,6 @@ type Report struct {
 	Effects      Effects    `json:"effects"`
 	PriorReplays []Prior    `json:"prior_replays,omitempty"`
 	Verdict      Verdict    `json:"verdict"`
-}
-
-// Message is a message_quarantine row without its body.
-type Message struct {
-	QuarantineID    uuid.UUID `json:"quarantine_id"`
-	Consumer        string    `json:"consumer"`
-	EventID         string    `json:"event_id,omitempty"`
-	EventType       string    `json:"event_type,omitempty"`   // from the CE_type property
-	AggregateID     string    `json:"aggregate_id,omitempty"` // from the CE_subject property
-	MessageID       string    `json:"message_id"`
-	Topic           string    `json:"topic"`
-	Tag             string    `json:"tag,omitempty"`
-	ErrorClass      string    `json:"error_class"`
-	ErrorCode       string    `json:"error_code"`
-	ErrorDetail     string    `json:"error_detail,omitempty"`
-	DeliveryAttempt int       `json:"delivery_attempt"`
-	Source          string    `json:"source"`
-	Status          string    `json:"status"`
-	ReceivedAt      time.Time `json:"received_at"`
-}
-
-// MessageDetail is one quarantined message whole, as [Show] returns it.
-type MessageDetail struct {
-	Message
-	Properties map[string]string `json:"properties"`
-	// Body is the message body as text when it is UTF-8, else base64.
-	Body         string `json:"body"`
-	BodyEncoding string `json:"body_encoding"` // "utf-8" or "base64"
-	Event        *Event `json:"event,omitempty"`
-	EventError   string `json:"event_error,omitempty"`
-	// Replays are the replays planned for this event and consumer.
-	Replays []Replay `json:"replays"`
 }
 
 // Event is a quarantined envelope.
@@ -286,10 +256,10 @@ type Replay struct {
 
 // stored is what dry_run_report holds.
 type stored struct {
-	QuarantineID uuid.UUID `json:"quarantine_id"`
-	Plan         Report    `json:"plan"`
-	Steps        []Step    `json:"steps"`
-	Bulk         *Filter   `json:"bulk_filter,omitempty"`
+	QuarantineID uuid.UUID          `json:"quarantine_id"`
+	Plan         Report             `json:"plan"`
+	Steps        []Step             `json:"steps"`
+	Bulk         *quarantine.Filter `json:"bulk_filter,omitempty"`
 }
 
 // step makes the step record of an inspection.
