@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/aivedio/pipeline/functions"
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/replay"
@@ -155,7 +156,7 @@ func quarantineShow(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("%w\n%s", err, usage)
 	}
 	return withPool(ctx, opTimeout, func(ctx context.Context, pool *pgxpool.Pool) error {
-		q, err := replay.Show(ctx, pool, id)
+		q, err := replay.NewDesk(pool, functions.ReplayRules()).Show(ctx, id)
 		if err != nil {
 			return err
 		}

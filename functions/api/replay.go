@@ -113,7 +113,7 @@ func (s *Server) showQuarantine(w http.ResponseWriter, r *http.Request, _ tenant
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), dbTimeout)
 	defer cancel()
-	q, err := replay.Show(ctx, s.pool, id)
+	q, err := s.replay.Show(ctx, id)
 	if err != nil {
 		return s.replayError(ctx, "show quarantined message", err)
 	}
@@ -151,7 +151,7 @@ func (s *Server) planReplay(w http.ResponseWriter, r *http.Request, p tenant.Pri
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), dbTimeout)
 	defer cancel()
-	rep, err := replay.Plan(ctx, s.pool, replay.Ref{ID: id, Consumer: b.Consumer}, operator)
+	rep, err := s.replay.Plan(ctx, replay.Ref{ID: id, Consumer: b.Consumer}, operator)
 	if err != nil {
 		return s.replayError(ctx, "plan replay", err)
 	}
@@ -171,7 +171,7 @@ func (s *Server) getReplay(w http.ResponseWriter, r *http.Request, _ tenant.Prin
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), dbTimeout)
 	defer cancel()
-	rp, err := replay.Get(ctx, s.pool, id)
+	rp, err := s.replay.Get(ctx, id)
 	if err != nil {
 		return s.replayError(ctx, "read replay", err)
 	}
@@ -194,7 +194,7 @@ func (s *Server) approveReplay(w http.ResponseWriter, r *http.Request, p tenant.
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), dbTimeout)
 	defer cancel()
-	rep, err := replay.Approve(ctx, s.pool, id, d)
+	rep, err := s.replay.Approve(ctx, id, d)
 	if err != nil {
 		if errors.Is(err, replay.ErrRefused) {
 			s.audit(ctx, "replay refused", p, slog.String("replay_id", id.String()), slog.String("ticket", d.Ticket), slog.String("verdict_code", rep.Verdict.Code))
@@ -230,7 +230,7 @@ func (s *Server) executeReplay(w http.ResponseWriter, r *http.Request, p tenant.
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), dbTimeout)
 	defer cancel()
-	x, err := replay.Execute(ctx, s.pool, id, operator)
+	x, err := s.replay.Execute(ctx, id, operator)
 	if err != nil {
 		return s.replayError(ctx, "execute replay", err)
 	}
@@ -276,7 +276,7 @@ func (s *Server) planBulk(w http.ResponseWriter, r *http.Request, _ tenant.Princ
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), bulkTimeout)
 	defer cancel()
-	rep, err := replay.PlanBulk(ctx, s.pool, f)
+	rep, err := s.replay.PlanBulk(ctx, f)
 	if err != nil {
 		return s.replayError(ctx, "plan bulk replay", err)
 	}
@@ -303,7 +303,7 @@ func (s *Server) approveBulk(w http.ResponseWriter, r *http.Request, p tenant.Pr
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), bulkTimeout)
 	defer cancel()
-	rep, err := replay.ApproveBulk(ctx, s.pool, f, d, b.Expect)
+	rep, err := s.replay.ApproveBulk(ctx, f, d, b.Expect)
 	if err != nil {
 		return s.replayError(ctx, "approve bulk replay", err)
 	}
@@ -333,7 +333,7 @@ func (s *Server) executeBulk(w http.ResponseWriter, r *http.Request, p tenant.Pr
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), bulkTimeout)
 	defer cancel()
-	x, err := replay.ExecuteBulk(ctx, s.pool, replay.ExecuteBulkParams{Ticket: b.Ticket, Consumer: b.Consumer, Operator: operator})
+	x, err := s.replay.ExecuteBulk(ctx, replay.ExecuteBulkParams{Ticket: b.Ticket, Consumer: b.Consumer, Operator: operator})
 	if err != nil {
 		return s.replayError(ctx, "execute bulk replay", err)
 	}

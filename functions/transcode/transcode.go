@@ -73,12 +73,13 @@ func New(p Params) *stage.Function {
 	}
 	s := &transcoder{Params: p}
 	return stage.NewTyped(stage.Typed[task.Postprocess]{Name: Name, EventType: catalog.EventPostprocess,
-		Consumer: catalog.GroupTranscode.Name, DB: p.Pool, Logger: p.Logger, Work: s.work,
-		// A finished task's background retry of a derivative it went
-		// without is work too.
-		Acts: func(t task.Task, req task.Postprocess) bool {
-			return task.PostprocessActs(t) || task.DerivativeRetryActs(t, catalog.DerivativeKind(req.Step))
-		}})
+		Consumer: catalog.GroupTranscode.Name, DB: p.Pool, Logger: p.Logger, Work: s.work, Acts: acts})
+}
+
+// acts reports whether the stage works on t for req: a finished task's
+// background retry of a derivative it went without is work too.
+func acts(t task.Task, req task.Postprocess) bool {
+	return task.PostprocessActs(t) || task.DerivativeRetryActs(t, catalog.DerivativeKind(req.Step))
 }
 
 func (s *transcoder) work(ctx context.Context, delivery stage.Delivery[task.Postprocess]) error {

@@ -18,8 +18,8 @@ import (
 // verdict again against the state now: the row becomes APPROVED and the
 // report returned is the one approved. When the verdict is (or has
 // become) a refusal, the row becomes REJECTED, and the error wraps
-// [ErrRefused] with the reason. Its id is the approval id [Execute] takes.
-func Approve(ctx context.Context, db DB, replayID uuid.UUID, d Decision) (Report, error) {
+// [ErrRefused] with the reason. Its id is the approval id [Desk.Execute] takes.
+func (desk *Desk) Approve(ctx context.Context, replayID uuid.UUID, d Decision) (Report, error) {
 	if err := d.validate(); err != nil {
 		return Report{}, err
 	}
@@ -27,7 +27,7 @@ func Approve(ctx context.Context, db DB, replayID uuid.UUID, d Decision) (Report
 		rep     Report
 		refused error
 	)
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, desk.db, func(tx pgx.Tx) error {
 		cur, err := lockReplay(ctx, tx, replayID)
 		if err != nil {
 			return err
@@ -35,7 +35,7 @@ func Approve(ctx context.Context, db DB, replayID uuid.UUID, d Decision) (Report
 		if cur.Status != StatusDryRun {
 			return fmt.Errorf("%w: replay %s is %s already (ticket %s, operator %s)", ErrDecided, replayID, cur.Status, cur.Ticket, cur.Operator)
 		}
-		in, now, err := reinspect(ctx, tx, cur)
+		in, now, err := desk.reinspect(ctx, tx, cur)
 		if err != nil {
 			return err
 		}
@@ -128,7 +128,7 @@ func lockReplay(ctx context.Context, tx pgx.Tx, id uuid.UUID) (current, error) {
 
 // reinspect checks a recorded plan again: under the lock of its event and
 // consumer, against the quarantine row and the task as they are now.
-func reinspect(ctx context.Context, tx pgx.Tx, cur current) (inspection, time.Time, error) {
+func (desk *Desk) reinspect(ctx context.Context, tx pgx.Tx, cur current) (inspection, time.Time, error) {
 	r, err := readRow(ctx, tx, cur.rec.QuarantineID)
 	if errors.Is(err, ErrNotFound) {
 		now, err := dbNow(ctx, tx)
@@ -137,7 +137,7 @@ func reinspect(ctx context.Context, tx pgx.Tx, cur current) (inspection, time.Ti
 		}
 		rep := cur.rec.Plan
 		rep.ReplayID = cur.ReplayID
-		rep.Verdict = Verdict(refusef("quarantine.gone", "quarantined message %s no longer exists (pruned or deleted)", cur.rec.QuarantineID))
+		rep.Verdict = Refuse.Because("quarantine.gone", "quarantined message %s no longer exists (pruned or deleted)", cur.rec.QuarantineID)
 		return inspection{report: rep}, now, nil
 	}
 	if err != nil {
@@ -155,7 +155,7 @@ func reinspect(ctx context.Context, tx pgx.Tx, cur current) (inspection, time.Ti
 	if err != nil {
 		return inspection{}, time.Time{}, err
 	}
-	in, err := inspect(ctx, tx, r, now, cur.ReplayID)
+	in, err := desk.inspect(ctx, tx, r, now, cur.ReplayID)
 	if err != nil {
 		return inspection{}, time.Time{}, err
 	}
@@ -164,8 +164,8 @@ func reinspect(ctx context.Context, tx pgx.Tx, cur current) (inspection, time.Ti
 }
 
 // Get returns a replay with its audit trail and the plan it recorded.
-func Get(ctx context.Context, db DB, replayID uuid.UUID) (Replay, error) {
-	rows, err := db.Query(ctx, `SELECT `+replayColumns+` FROM message_replays WHERE replay_id = $1`, replayID)
+func (desk *Desk) Get(ctx context.Context, replayID uuid.UUID) (Replay, error) {
+	rows, err := desk.db.Query(ctx, `SELECT `+replayColumns+` FROM message_replays WHERE replay_id = $1`, replayID)
 	if err != nil {
 		return Replay{}, fmt.Errorf("read replay %s: %w", replayID, err)
 	}

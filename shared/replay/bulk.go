@@ -25,7 +25,7 @@ type BulkReport struct {
 	Counts  map[Action]int `json:"counts"`
 	Items   []BulkItem     `json:"items"`
 	// Ticket, Approved, Rejected and AlreadyApproved are set by
-	// [ApproveBulk].
+	// [Desk.ApproveBulk].
 	Ticket          string `json:"ticket,omitempty"`
 	Approved        int    `json:"approved,omitempty"`
 	Rejected        int    `json:"rejected,omitempty"`
@@ -43,7 +43,7 @@ type BulkItem struct {
 	ErrorCode    string    `json:"error_code"`
 	Copies       int       `json:"copies,omitempty"`
 	Verdict      Verdict   `json:"verdict"`
-	// ReplayID and Status are set by [ApproveBulk]: the approval (or
+	// ReplayID and Status are set by [Desk.ApproveBulk]: the approval (or
 	// refusal) recorded for the message. Status ALREADY_APPROVED means an
 	// earlier approval under the same ticket covers it; nothing was
 	// recorded again.
@@ -76,21 +76,21 @@ func bulkFilter(f quarantine.Filter) (quarantine.Filter, error) {
 // PlanBulk is the dry run of a bulk replay: the verdict of every open
 // message of one consumer group that f selects, counted by action. It
 // reads only.
-func PlanBulk(ctx context.Context, db DB, f quarantine.Filter) (BulkReport, error) {
+func (desk *Desk) PlanBulk(ctx context.Context, f quarantine.Filter) (BulkReport, error) {
 	f, err := bulkFilter(f)
 	if err != nil {
 		return BulkReport{}, err
 	}
-	b, found, err := selectBulk(ctx, db, f)
+	b, found, err := selectBulk(ctx, desk.db, f)
 	if err != nil {
 		return BulkReport{}, err
 	}
-	now, err := dbNow(ctx, db)
+	now, err := dbNow(ctx, desk.db)
 	if err != nil {
 		return BulkReport{}, err
 	}
 	for _, r := range found {
-		in, err := inspect(ctx, db, r, now, uuid.Nil)
+		in, err := desk.inspect(ctx, desk.db, r, now, uuid.Nil)
 		if err != nil {
 			return BulkReport{}, err
 		}
@@ -100,13 +100,13 @@ func PlanBulk(ctx context.Context, db DB, f quarantine.Filter) (BulkReport, erro
 }
 
 // ApproveBulk approves a bulk replay under one decision: every message f
-// selects is checked as [Approve] checks one, and gets its own
+// selects is checked as [Desk.Approve] checks one, and gets its own
 // message_replays row, APPROVED or REJECTED, with its plan and the
 // decision. A message already approved under the same ticket is left as
 // it is, so the call may be repeated. When expect is positive it is the
 // number of messages the dry run showed: if the filter now selects another
 // number, nothing is approved and the error wraps [ErrChanged].
-func ApproveBulk(ctx context.Context, db DB, f quarantine.Filter, d Decision, expect int) (BulkReport, error) {
+func (desk *Desk) ApproveBulk(ctx context.Context, f quarantine.Filter, d Decision, expect int) (BulkReport, error) {
 	f, err := bulkFilter(f)
 	if err != nil {
 		return BulkReport{}, err
@@ -114,7 +114,7 @@ func ApproveBulk(ctx context.Context, db DB, f quarantine.Filter, d Decision, ex
 	if err := d.validate(); err != nil {
 		return BulkReport{}, err
 	}
-	b, found, err := selectBulk(ctx, db, f)
+	b, found, err := selectBulk(ctx, desk.db, f)
 	if err != nil {
 		return BulkReport{}, err
 	}
@@ -123,7 +123,7 @@ func ApproveBulk(ctx context.Context, db DB, f quarantine.Filter, d Decision, ex
 	}
 	b.Ticket = d.Ticket
 	for _, r := range found {
-		rep, status, err := approveOne(ctx, db, f, r, d)
+		rep, status, err := desk.approveOne(ctx, f, r, d)
 		if err != nil {
 			return BulkReport{}, err
 		}
@@ -133,12 +133,12 @@ func ApproveBulk(ctx context.Context, db DB, f quarantine.Filter, d Decision, ex
 }
 
 // approveOne records the approval or refusal of one message of a bulk.
-func approveOne(ctx context.Context, db DB, f quarantine.Filter, r quarantine.Stored, d Decision) (Report, string, error) {
+func (desk *Desk) approveOne(ctx context.Context, f quarantine.Filter, r quarantine.Stored, d Decision) (Report, string, error) {
 	var (
 		rep    Report
 		status string
 	)
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, desk.db, func(tx pgx.Tx) error {
 		if err := lockPair(ctx, tx, r.Message); err != nil {
 			return err
 		}
@@ -150,7 +150,7 @@ func approveOne(ctx context.Context, db DB, f quarantine.Filter, r quarantine.St
 		if err != nil {
 			return err
 		}
-		in, err := inspect(ctx, tx, r, now, uuid.Nil)
+		in, err := desk.inspect(ctx, tx, r, now, uuid.Nil)
 		if err != nil {
 			return err
 		}
@@ -246,7 +246,7 @@ type BulkFailure struct {
 	Reason   string    `json:"reason"`
 }
 
-// ExecuteBulkParams name the approvals [ExecuteBulk] runs.
+// ExecuteBulkParams name the approvals [Desk.ExecuteBulk] runs.
 type ExecuteBulkParams struct {
 	Ticket string
 	// Consumer narrows the run to one consumer group; empty runs every
@@ -257,10 +257,10 @@ type ExecuteBulkParams struct {
 }
 
 // ExecuteBulk executes every approval recorded under the ticket that is
-// not executed yet, each as [Execute] does, one transaction each. Refusals
+// not executed yet, each as [Desk.Execute] does, one transaction each. Refusals
 // and failures are listed and do not stop the others; calling it again
 // executes only what is left.
-func ExecuteBulk(ctx context.Context, db DB, p ExecuteBulkParams) (BulkExecution, error) {
+func (desk *Desk) ExecuteBulk(ctx context.Context, p ExecuteBulkParams) (BulkExecution, error) {
 	if err := checkWord("ticket", p.Ticket, maxTicket); err != nil {
 		return BulkExecution{}, err
 	}
@@ -270,11 +270,11 @@ func ExecuteBulk(ctx context.Context, db DB, p ExecuteBulkParams) (BulkExecution
 	ticket := p.Ticket
 	x := BulkExecution{Ticket: ticket, Consumer: p.Consumer, Executed: []Execution{}, Refused: []BulkFailure{}, Failed: []BulkFailure{}}
 	const which = `ticket = $1 AND ($2 = '' OR consumer_name = $2)`
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM message_replays WHERE `+which+` AND status = 'EXECUTED'`, ticket, p.Consumer).
+	if err := desk.db.QueryRow(ctx, `SELECT count(*) FROM message_replays WHERE `+which+` AND status = 'EXECUTED'`, ticket, p.Consumer).
 		Scan(&x.AlreadyExecuted); err != nil {
 		return BulkExecution{}, fmt.Errorf("count executed replays of ticket %s: %w", ticket, err)
 	}
-	rows, err := db.Query(ctx, `SELECT replay_id FROM message_replays WHERE `+which+` AND status = 'APPROVED'
+	rows, err := desk.db.Query(ctx, `SELECT replay_id FROM message_replays WHERE `+which+` AND status = 'APPROVED'
 		ORDER BY created_at, replay_id`, ticket, p.Consumer)
 	if err != nil {
 		return BulkExecution{}, fmt.Errorf("list approvals of ticket %s: %w", ticket, err)
@@ -287,7 +287,7 @@ func ExecuteBulk(ctx context.Context, db DB, p ExecuteBulkParams) (BulkExecution
 		if err := ctx.Err(); err != nil {
 			return x, err
 		}
-		e, err := Execute(ctx, db, id, p.Operator)
+		e, err := desk.Execute(ctx, id, p.Operator)
 		switch {
 		case errors.Is(err, ErrRefused):
 			x.Refused = append(x.Refused, BulkFailure{ReplayID: id, Reason: err.Error()})

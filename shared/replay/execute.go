@@ -48,7 +48,7 @@ type Execution struct {
 // [ErrNotApproved]; a refused replay, or one whose verdict became a
 // refusal (the row then becomes REJECTED), is [ErrRefused]. operator is
 // who executes.
-func Execute(ctx context.Context, db DB, approvalID uuid.UUID, operator string) (Execution, error) {
+func (desk *Desk) Execute(ctx context.Context, approvalID uuid.UUID, operator string) (Execution, error) {
 	if err := checkWord("operator", operator, maxOperator); err != nil {
 		return Execution{}, err
 	}
@@ -56,7 +56,7 @@ func Execute(ctx context.Context, db DB, approvalID uuid.UUID, operator string) 
 		x       Execution
 		refused error
 	)
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, desk.db, func(tx pgx.Tx) error {
 		cur, err := lockReplay(ctx, tx, approvalID)
 		if err != nil {
 			return err
@@ -70,7 +70,7 @@ func Execute(ctx context.Context, db DB, approvalID uuid.UUID, operator string) 
 		case StatusRejected:
 			return fmt.Errorf("%w: replay %s was refused: %s", ErrRefused, approvalID, lastReason(cur.Steps))
 		}
-		in, now, err := reinspect(ctx, tx, cur)
+		in, now, err := desk.reinspect(ctx, tx, cur)
 		if err != nil {
 			return err
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/quarantine"
+	"github.com/aivedio/pipeline/shared/replay"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
 )
@@ -29,13 +30,42 @@ const (
 
 type testBundle struct {
 	pool *pgxpool.Pool
+	desk *replay.Desk
 }
 
 // setup gives the test its own migrated schema: replays commit, lock and
 // count rows across transactions.
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	return &testBundle{pool: dbtest.TestSchema(t)}
+	pool := dbtest.TestSchema(t)
+	return &testBundle{pool: pool, desk: replay.NewDesk(pool, fakeRules)}
+}
+
+// fakeRules stand in for the stages' previews, which live with the stages
+// (functions.ReplayRules) and are tested there. They are as small as the
+// tests of planning, approval and execution need: a submit request acts on
+// a QUEUED task, a settle request on a HELD reservation, and a fetch
+// request is always refused by its stage.
+var fakeRules = replay.Rules{
+	catalog.GroupSubmit.Name: replay.RuleOf(catalog.EventSubmitRequested, replay.PayloadTask,
+		func(s replay.State, _ task.SubmitRequested) replay.Verdict {
+			if s.Task.Status == task.Queued {
+				return replay.Act.Because("submit.queued", "the task is %s", replay.At(s.Task))
+			}
+			return replay.StaleNoop.Because("submit.not_queued", "the task is %s", replay.At(s.Task))
+		}),
+	catalog.GroupSettle.Name: replay.RuleOf(catalog.EventSettleRequested, replay.PayloadTask,
+		func(s replay.State, _ task.SettleRequested) replay.Verdict {
+			if r := s.Effects.Reservation; r != nil && r.Status == billing.Held {
+				return replay.Act.Because("settle.held", "reservation %s is HELD", r.ReservationID)
+			}
+			return replay.StaleNoop.Because("settle.settled", "the reservation is settled")
+		}),
+	catalog.GroupFetch.Name: replay.RuleOf(catalog.EventFetchRequested,
+		func(envelope.Envelope, task.FetchRequested) (uuid.UUID, error) {
+			return uuid.Nil, replay.Refusal("fetch.refused", "the fake fetch stage refuses every event")
+		},
+		func(replay.State, task.FetchRequested) replay.Verdict { panic("a refused event is not decided") }),
 }
 
 // tenant creates a tenant with credits.

@@ -31,7 +31,7 @@ type Ref struct {
 // message, the task's state and side effects, gives the verdict, and
 // records it as a DRY_RUN row of message_replays whose id the report
 // carries. operator is who asked; nothing is sent.
-func Plan(ctx context.Context, db DB, ref Ref, operator string) (Report, error) {
+func (desk *Desk) Plan(ctx context.Context, ref Ref, operator string) (Report, error) {
 	if err := checkWord("operator", operator, maxOperator); err != nil {
 		return Report{}, err
 	}
@@ -39,7 +39,7 @@ func Plan(ctx context.Context, db DB, ref Ref, operator string) (Report, error) 
 		return Report{}, invalidf("an event id or quarantine id is required")
 	}
 	var rep Report
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, desk.db, func(tx pgx.Tx) error {
 		r, err := resolve(ctx, tx, ref)
 		if err != nil {
 			return err
@@ -48,7 +48,7 @@ func Plan(ctx context.Context, db DB, ref Ref, operator string) (Report, error) 
 		if err != nil {
 			return err
 		}
-		in, err := inspect(ctx, tx, r, now, uuid.Nil)
+		in, err := desk.inspect(ctx, tx, r, now, uuid.Nil)
 		if err != nil {
 			return err
 		}
@@ -108,7 +108,7 @@ type inspection struct {
 
 // inspect builds the report of r as things are at now. self is the replay
 // being decided, left out of the earlier replays.
-func inspect(ctx context.Context, q querier, r quarantine.Stored, now time.Time, self uuid.UUID) (inspection, error) {
+func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, now time.Time, self uuid.UUID) (inspection, error) {
 	in := inspection{report: Report{
 		Status: StatusDryRun, PlannedAt: now, Message: r.Message,
 		Effects: Effects{Attempts: []Attempt{}, Assets: []Asset{}, Ledger: []LedgerEntry{}},
@@ -136,7 +136,7 @@ func inspect(ctx context.Context, q querier, r quarantine.Stored, now time.Time,
 		rep.Event = eventView(env)
 	}
 	group, known := groupOf(r.Consumer)
-	rl, hasRule := rules[r.Consumer]
+	rl, hasRule := desk.rules[r.Consumer]
 
 	var destErr error
 	if envErr == nil && known {
@@ -184,34 +184,34 @@ func inspect(ctx context.Context, q querier, r quarantine.Stored, now time.Time,
 	}
 	switch {
 	case r.Status != quarantine.Quarantined:
-		verdict = Verdict(refusef("quarantine."+strings.ToLower(r.Status), "the message is %s already; a quarantined message is replayed once", r.Status))
+		verdict = Refuse.Because("quarantine."+strings.ToLower(r.Status), "the message is %s already; a quarantined message is replayed once", r.Status)
 	case !known:
-		verdict = Verdict(refusef("consumer.unknown", "consumer group %q is not in the catalog: nothing would take the replay", r.Consumer))
+		verdict = Refuse.Because("consumer.unknown", "consumer group %q is not in the catalog: nothing would take the replay", r.Consumer)
 	case envErr != nil:
 		code := "envelope.unreadable"
 		if class, ok := envelope.ClassOf(envErr); ok {
 			code = "envelope." + string(class)
 		}
-		verdict = Verdict(refusef(code, "the message is not a valid event (%v): the same bytes would be refused the same way", envErr))
+		verdict = Refuse.Because(code, "the message is not a valid event (%v): the same bytes would be refused the same way", envErr)
 	case !hasRule:
-		verdict = Verdict(refusef("replay.no_rule", "no stage consumes %s in this build, so nothing can say what a replay would do", r.Consumer))
+		verdict = Refuse.Because("replay.no_rule", "no stage consumes %s in this build, so nothing can say what a replay would do", r.Consumer)
 	case env.EventType != rl.eventType:
-		verdict = Verdict(refusef("event.type_not_handled", "%s handles %s, not %s: the stage would quarantine it again", r.Consumer, rl.eventType, env.EventType))
+		verdict = Refuse.Because("event.type_not_handled", "%s handles %s, not %s: the stage would quarantine it again", r.Consumer, rl.eventType, env.EventType)
 	case r.ErrorCode == "inbox.payload_mismatch":
-		verdict = Verdict(refusef("inbox.payload_mismatch", "%s already processed a different payload under event id %s: the producer reused an id, and replaying this one would apply a second, conflicting fact", r.Consumer, r.EventID))
+		verdict = Refuse.Because("inbox.payload_mismatch", "%s already processed a different payload under event id %s: the producer reused an id, and replaying this one would apply a second, conflicting fact", r.Consumer, r.EventID)
 	case refusedBy != nil:
-		verdict = Verdict(refusef("replay.already_replayed", "event %s is already %s for replay to %s (replay %s, ticket %s, operator %s)",
-			r.EventID, refusedBy.Status, r.Consumer, refusedBy.ReplayID, refusedBy.Ticket, refusedBy.Operator))
+		verdict = Refuse.Because("replay.already_replayed", "event %s is already %s for replay to %s (replay %s, ticket %s, operator %s)",
+			r.EventID, refusedBy.Status, r.Consumer, refusedBy.ReplayID, refusedBy.Ticket, refusedBy.Operator)
 	case destErr != nil:
-		verdict = Verdict(refusef("topic.unknown", "%v", destErr))
+		verdict = Refuse.Because("topic.unknown", "%v", destErr)
 	case parseErr != nil:
 		verdict = verdictOf(parseErr)
 	case errors.Is(taskErr, task.ErrNotFound):
-		verdict = Verdict(refusef("task.not_found", "task %s does not exist: the stage would quarantine the event again", tgt.taskID))
+		verdict = Refuse.Because("task.not_found", "task %s does not exist: the stage would quarantine the event again", tgt.taskID)
 	case env.TenantID != t.TenantID.String():
-		verdict = Verdict(refusef("security.tenant_mismatch", "the event names tenant %s but task %s belongs to another tenant: never replayed", env.TenantID, t.ID))
+		verdict = Refuse.Because("security.tenant_mismatch", "the event names tenant %s but task %s belongs to another tenant: never replayed", env.TenantID, t.ID)
 	default:
-		verdict = tgt.decide(state{env: env, task: t, effects: rep.Effects, now: now})
+		verdict = tgt.decide(State{Env: env, Task: t, Effects: rep.Effects, Now: now})
 	}
 	rep.Verdict = verdict
 	return in, nil
@@ -222,7 +222,7 @@ func verdictOf(err error) Verdict {
 	if errors.As(err, &r) {
 		return Verdict(r)
 	}
-	return Verdict(refusef("payload.invalid", "%v", err))
+	return Refuse.Because("payload.invalid", "%v", err)
 }
 
 // dbNow is the database's clock, so that audit times agree with the

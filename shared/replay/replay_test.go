@@ -32,10 +32,10 @@ func TestSubmitForRunningTaskIsStaleNoop(t *testing.T) {
 	tk, submit := b.taskAt(t, b.tenant(t), task.ProviderRunning)
 	qid := b.quarantine(t, entry(t, catalog.GroupSubmit, submit, "task.contended"))[0]
 
-	plan, err := replay.Plan(ctx, b.pool, replay.Ref{ID: uuid.MustParse(submit.EventID)}, "alice")
+	plan, err := b.desk.Plan(ctx, replay.Ref{ID: uuid.MustParse(submit.EventID)}, "alice")
 	require.NoError(t, err)
 	require.Equal(t, replay.StaleNoop, plan.Verdict.Action, plan.Verdict.Reason)
-	require.Equal(t, "submit.stale", plan.Verdict.Code)
+	require.Equal(t, "submit.not_queued", plan.Verdict.Code)
 	require.Equal(t, replay.StatusDryRun, plan.Status)
 
 	// What the message is.
@@ -62,12 +62,12 @@ func TestSubmitForRunningTaskIsStaleNoop(t *testing.T) {
 	require.Empty(t, plan.Effects.Ledger)
 	require.Nil(t, plan.Effects.Inbox, "the consumer never committed the event")
 
-	approved, err := replay.Approve(ctx, b.pool, plan.ReplayID, approval)
+	approved, err := b.desk.Approve(ctx, plan.ReplayID, approval)
 	require.NoError(t, err)
 	require.Equal(t, replay.StatusApproved, approved.Status)
 	require.Equal(t, plan.ReplayID, approved.ReplayID)
 
-	x, err := replay.Execute(ctx, b.pool, plan.ReplayID, "carol")
+	x, err := b.desk.Execute(ctx, plan.ReplayID, "carol")
 	require.NoError(t, err)
 	require.False(t, x.AlreadyExecuted)
 	require.Equal(t, uuid.MustParse(submit.EventID), x.OriginalEventID)
@@ -98,7 +98,7 @@ func TestSubmitForRunningTaskIsStaleNoop(t *testing.T) {
 	requireUnique(t, err, "task_attempts_provider_idempotency_key_key")
 
 	// Executing again writes nothing.
-	again, err := replay.Execute(ctx, b.pool, plan.ReplayID, "carol")
+	again, err := b.desk.Execute(ctx, plan.ReplayID, "carol")
 	require.NoError(t, err)
 	require.True(t, again.AlreadyExecuted)
 	require.Equal(t, x.ReplayEventID, again.ReplayEventID)
@@ -116,24 +116,24 @@ func TestSettleReplayedTwiceChargesOnce(t *testing.T) {
 	// on a later delivery.
 	ids := b.quarantine(t, deadLetter(t, catalog.GroupSettle, settle), entry(t, catalog.GroupSettle, settle, "billing.timeout"))
 
-	plan, err := replay.Plan(ctx, b.pool, replay.Ref{ID: uuid.MustParse(settle.EventID)}, "alice")
+	plan, err := b.desk.Plan(ctx, replay.Ref{ID: uuid.MustParse(settle.EventID)}, "alice")
 	require.NoError(t, err)
 	require.Equal(t, replay.Act, plan.Verdict.Action, plan.Verdict.Reason)
-	require.Equal(t, "settle.capture", plan.Verdict.Code)
+	require.Equal(t, "settle.held", plan.Verdict.Code)
 	require.Equal(t, ids[0], plan.Message.QuarantineID, "the oldest open copy")
 	require.Equal(t, []uuid.UUID{ids[1]}, plan.Copies)
 	require.Equal(t, "catalog", plan.Target.From, "a dead letter without its outbox row: the group's subscription")
 	require.Equal(t, catalog.BillingSettle.Name, plan.Target.Topic)
 
-	_, err = replay.Approve(ctx, b.pool, plan.ReplayID, approval)
+	_, err = b.desk.Approve(ctx, plan.ReplayID, approval)
 	require.NoError(t, err)
 
 	// The copy cannot be approved a second time.
-	copyPlan, err := replay.Plan(ctx, b.pool, replay.Ref{ID: ids[1]}, "dave")
+	copyPlan, err := b.desk.Plan(ctx, replay.Ref{ID: ids[1]}, "dave")
 	require.NoError(t, err)
 	require.Equal(t, replay.Refuse, copyPlan.Verdict.Action)
 	require.Equal(t, "replay.already_replayed", copyPlan.Verdict.Code)
-	_, err = replay.Approve(ctx, b.pool, copyPlan.ReplayID, approval)
+	_, err = b.desk.Approve(ctx, copyPlan.ReplayID, approval)
 	require.ErrorIs(t, err, replay.ErrRefused)
 
 	// Executed twice, and concurrently: one event.
@@ -141,7 +141,7 @@ func TestSettleReplayedTwiceChargesOnce(t *testing.T) {
 	results := make([]replay.Execution, 8)
 	for i := range results {
 		wg.Go(func() {
-			x, err := replay.Execute(ctx, b.pool, plan.ReplayID, "carol")
+			x, err := b.desk.Execute(ctx, plan.ReplayID, "carol")
 			if err != nil {
 				t.Errorf("execute: %v", err)
 			}
@@ -179,10 +179,10 @@ func TestSettleReplayedTwiceChargesOnce(t *testing.T) {
 	// ledger key would refuse a second capture anyway.
 	late := event(t, tk, catalog.EventSettleRequested, task.SettleRequested{TaskID: tk.ID, Status: task.Succeeded})
 	b.quarantine(t, deadLetter(t, catalog.GroupSettle, late))
-	latePlan, err := replay.Plan(ctx, b.pool, replay.Ref{ID: uuid.MustParse(late.EventID)}, "alice")
+	latePlan, err := b.desk.Plan(ctx, replay.Ref{ID: uuid.MustParse(late.EventID)}, "alice")
 	require.NoError(t, err)
 	require.Equal(t, replay.StaleNoop, latePlan.Verdict.Action)
-	require.Equal(t, "settle.already_settled", latePlan.Verdict.Code)
+	require.Equal(t, "settle.settled", latePlan.Verdict.Code)
 	require.Len(t, latePlan.Effects.Ledger, 1)
 	require.Equal(t, billing.Captured, latePlan.Effects.Reservation.Status)
 	_, err = b.pool.Exec(ctx, `INSERT INTO credit_ledger (tenant_id, ledger_business_type, business_id, amount, balance_after)
@@ -197,12 +197,12 @@ func TestEveryStepIsAudited(t *testing.T) {
 	tk, submit := b.taskAt(t, b.tenant(t), task.Queued)
 	b.quarantine(t, entry(t, catalog.GroupSubmit, submit, "provider.unavailable"))
 
-	plan, err := replay.Plan(ctx, b.pool, replay.Ref{ID: uuid.MustParse(submit.EventID)}, "alice")
+	plan, err := b.desk.Plan(ctx, replay.Ref{ID: uuid.MustParse(submit.EventID)}, "alice")
 	require.NoError(t, err)
 	require.Equal(t, replay.Act, plan.Verdict.Action)
-	require.Equal(t, "submit.new_attempt", plan.Verdict.Code)
+	require.Equal(t, "submit.queued", plan.Verdict.Code)
 
-	r, err := replay.Get(ctx, b.pool, plan.ReplayID)
+	r, err := b.desk.Get(ctx, plan.ReplayID)
 	require.NoError(t, err)
 	require.Equal(t, replay.StatusDryRun, r.Status)
 	require.Equal(t, replay.NoTicket, r.Ticket)
@@ -213,22 +213,22 @@ func TestEveryStepIsAudited(t *testing.T) {
 	require.Equal(t, replay.StepPlanned, r.Steps[0].Step)
 	require.Equal(t, string(task.Queued), r.Steps[0].TaskStatus)
 
-	_, err = replay.Execute(ctx, b.pool, plan.ReplayID, "carol")
+	_, err = b.desk.Execute(ctx, plan.ReplayID, "carol")
 	require.ErrorIs(t, err, replay.ErrNotApproved)
 
-	_, err = replay.Approve(ctx, b.pool, plan.ReplayID, approval)
+	_, err = b.desk.Approve(ctx, plan.ReplayID, approval)
 	require.NoError(t, err)
-	_, err = replay.Approve(ctx, b.pool, plan.ReplayID, approval)
+	_, err = b.desk.Approve(ctx, plan.ReplayID, approval)
 	require.ErrorIs(t, err, replay.ErrDecided)
 
 	// The task moved on between approval and execution: the replay still
 	// goes (it is harmless), and the step says what it met.
 	b.move(t, tk.ID, task.Submitting)
-	x, err := replay.Execute(ctx, b.pool, plan.ReplayID, "carol")
+	x, err := b.desk.Execute(ctx, plan.ReplayID, "carol")
 	require.NoError(t, err)
 	require.Equal(t, replay.StaleNoop, x.Verdict.Action)
 
-	r, err = replay.Get(ctx, b.pool, plan.ReplayID)
+	r, err = b.desk.Get(ctx, plan.ReplayID)
 	require.NoError(t, err)
 	require.Equal(t, replay.StatusExecuted, r.Status)
 	require.Equal(t, approval.Ticket, r.Ticket)
@@ -255,7 +255,7 @@ func TestEveryStepIsAudited(t *testing.T) {
 	require.Equal(t, replay.Act, r.Plan.Verdict.Action, "the plan as the dry run found it")
 
 	// The quarantine view lists the replay.
-	q, err := replay.Show(ctx, b.pool, r.QuarantineID)
+	q, err := b.desk.Show(ctx, r.QuarantineID)
 	require.NoError(t, err)
 	require.Equal(t, quarantine.Replayed, q.Status)
 	require.Len(t, q.Replays, 1)
@@ -273,20 +273,20 @@ func TestRefusalsAreAuditedAndFinal(t *testing.T) {
 	forged := event(t, tk, catalog.EventSubmitRequested, task.SubmitRequested{TaskID: tk.ID, Version: 1})
 	forged.TenantID = other.String()
 	b.quarantine(t, entry(t, catalog.GroupSubmit, forged, "security.tenant_mismatch"))
-	plan, err := replay.Plan(ctx, b.pool, replay.Ref{ID: uuid.MustParse(forged.EventID)}, "alice")
+	plan, err := b.desk.Plan(ctx, replay.Ref{ID: uuid.MustParse(forged.EventID)}, "alice")
 	require.NoError(t, err)
 	require.Equal(t, replay.Verdict{Action: replay.Refuse, Code: "security.tenant_mismatch", Reason: plan.Verdict.Reason}, plan.Verdict)
 
-	rep, err := replay.Approve(ctx, b.pool, plan.ReplayID, approval)
+	rep, err := b.desk.Approve(ctx, plan.ReplayID, approval)
 	require.ErrorIs(t, err, replay.ErrRefused)
 	require.ErrorContains(t, err, "security.tenant_mismatch")
 	require.Equal(t, replay.StatusRejected, rep.Status)
-	r, err := replay.Get(ctx, b.pool, plan.ReplayID)
+	r, err := b.desk.Get(ctx, plan.ReplayID)
 	require.NoError(t, err)
 	require.Equal(t, replay.StatusRejected, r.Status)
 	require.Equal(t, approval.Ticket, r.Ticket)
 	require.Equal(t, []string{replay.StepPlanned, replay.StepRefused}, []string{r.Steps[0].Step, r.Steps[1].Step})
-	_, err = replay.Execute(ctx, b.pool, plan.ReplayID, "carol")
+	_, err = b.desk.Execute(ctx, plan.ReplayID, "carol")
 	require.ErrorIs(t, err, replay.ErrRefused)
 	require.Zero(t, b.count(t, `SELECT count(*) FROM outbox_events WHERE producer = 'replay'`))
 
@@ -295,9 +295,14 @@ func TestRefusalsAreAuditedAndFinal(t *testing.T) {
 	misfit := event(t, tk, catalog.EventSubmitRequested, map[string]any{"task_id": 42, "colour": "red"})
 	garbage := entry(t, catalog.GroupSubmit, misfit, "not_cloudevent")
 	garbage.EventID, garbage.Properties, garbage.Body = "", map[string]string{"x": "y"}, []byte{0xff, 0x00}
-	ids := b.quarantine(t, entry(t, catalog.GroupSubmit, ghost, "task.not_found"), entry(t, catalog.GroupSubmit, misfit, "payload.invalid"), garbage)
-	for i, want := range []string{"task.not_found", "payload.invalid", "envelope.unreadable"} {
-		p, err := replay.Plan(ctx, b.pool, replay.Ref{ID: ids[i]}, "alice")
+	// A group no stage of the build consumes, and an event its stage's
+	// rule refuses whatever the task's state.
+	render := event(t, tk, catalog.EventRenderRequested, map[string]any{"task_id": tk.ID})
+	fetch := event(t, tk, catalog.EventFetchRequested, task.FetchRequested{TaskID: tk.ID})
+	ids := b.quarantine(t, entry(t, catalog.GroupSubmit, ghost, "task.not_found"), entry(t, catalog.GroupSubmit, misfit, "payload.invalid"), garbage,
+		entry(t, catalog.GroupRender, render, "x.y"), entry(t, catalog.GroupFetch, fetch, "x.y"))
+	for i, want := range []string{"task.not_found", "payload.invalid", "envelope.unreadable", "replay.no_rule", "fetch.refused"} {
+		p, err := b.desk.Plan(ctx, replay.Ref{ID: ids[i]}, "alice")
 		require.NoError(t, err)
 		require.Equal(t, replay.Refuse, p.Verdict.Action)
 		require.Equal(t, want, p.Verdict.Code, p.Verdict.Reason)
@@ -308,15 +313,15 @@ func TestRefusalsAreAuditedAndFinal(t *testing.T) {
 	// A verdict that turns into a refusal between approval and execution.
 	_, submit := b.taskAt(t, owner, task.Queued)
 	gone := b.quarantine(t, entry(t, catalog.GroupSubmit, submit, "provider.unavailable"))[0]
-	p, err := replay.Plan(ctx, b.pool, replay.Ref{ID: gone}, "alice")
+	p, err := b.desk.Plan(ctx, replay.Ref{ID: gone}, "alice")
 	require.NoError(t, err)
-	_, err = replay.Approve(ctx, b.pool, p.ReplayID, approval)
+	_, err = b.desk.Approve(ctx, p.ReplayID, approval)
 	require.NoError(t, err)
 	_, err = b.pool.Exec(ctx, `DELETE FROM message_quarantine WHERE quarantine_id = $1`, gone)
 	require.NoError(t, err)
-	_, err = replay.Execute(ctx, b.pool, p.ReplayID, "carol")
+	_, err = b.desk.Execute(ctx, p.ReplayID, "carol")
 	require.ErrorIs(t, err, replay.ErrRefused)
-	r, err = replay.Get(ctx, b.pool, p.ReplayID)
+	r, err = b.desk.Get(ctx, p.ReplayID)
 	require.NoError(t, err)
 	require.Equal(t, replay.StatusRejected, r.Status)
 	require.Equal(t, "quarantine.gone", r.Steps[len(r.Steps)-1].Verdict.Code)
@@ -349,7 +354,7 @@ func TestBulkDryRunCountsThenApprovesAndExecutesOnce(t *testing.T) {
 	)
 	f := quarantine.Filter{Consumer: catalog.GroupSubmit.Name}
 
-	dry, err := replay.PlanBulk(ctx, b.pool, f)
+	dry, err := b.desk.PlanBulk(ctx, f)
 	require.NoError(t, err)
 	require.Equal(t, 6, dry.Matched)
 	require.Equal(t, 5, dry.Messages)
@@ -358,33 +363,33 @@ func TestBulkDryRunCountsThenApprovesAndExecutesOnce(t *testing.T) {
 	require.Zero(t, b.count(t, `SELECT count(*) FROM message_replays`), "a bulk dry run reads only")
 
 	// Narrower filters.
-	dlqOnly, err := replay.PlanBulk(ctx, b.pool, quarantine.Filter{Consumer: f.Consumer, ErrorClass: "dlq"})
+	dlqOnly, err := b.desk.PlanBulk(ctx, quarantine.Filter{Consumer: f.Consumer, ErrorClass: "dlq"})
 	require.NoError(t, err)
 	require.Equal(t, 4, dlqOnly.Messages)
-	future, err := replay.PlanBulk(ctx, b.pool, quarantine.Filter{Consumer: f.Consumer, Since: time.Now().Add(time.Hour)})
+	future, err := b.desk.PlanBulk(ctx, quarantine.Filter{Consumer: f.Consumer, Since: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
 	require.Zero(t, future.Messages)
-	limited, err := replay.PlanBulk(ctx, b.pool, quarantine.Filter{Consumer: f.Consumer, Limit: 2})
+	limited, err := b.desk.PlanBulk(ctx, quarantine.Filter{Consumer: f.Consumer, Limit: 2})
 	require.NoError(t, err)
 	require.Equal(t, 5, limited.Messages)
 	require.Equal(t, 2, limited.Planned)
 
-	_, err = replay.ApproveBulk(ctx, b.pool, f, approval, 4)
+	_, err = b.desk.ApproveBulk(ctx, f, approval, 4)
 	require.ErrorIs(t, err, replay.ErrChanged)
 	require.Zero(t, b.count(t, `SELECT count(*) FROM message_replays`))
 
-	approved, err := replay.ApproveBulk(ctx, b.pool, f, approval, dry.Messages)
+	approved, err := b.desk.ApproveBulk(ctx, f, approval, dry.Messages)
 	require.NoError(t, err)
 	require.Equal(t, 3, approved.Approved)
 	require.Equal(t, 2, approved.Rejected)
 	require.Equal(t, 3, b.count(t, `SELECT count(*) FROM message_replays WHERE ticket = $1 AND status = 'APPROVED'`, approval.Ticket))
 	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM message_replays WHERE ticket = $1 AND status = 'REJECTED'`, approval.Ticket))
 
-	again, err := replay.ApproveBulk(ctx, b.pool, f, approval, 0)
+	again, err := b.desk.ApproveBulk(ctx, f, approval, 0)
 	require.NoError(t, err)
 	require.Equal(t, 3, again.AlreadyApproved, "the same ticket's approvals are not recorded twice")
 
-	x, err := replay.ExecuteBulk(ctx, b.pool, replay.ExecuteBulkParams{Ticket: approval.Ticket, Operator: "carol"})
+	x, err := b.desk.ExecuteBulk(ctx, replay.ExecuteBulkParams{Ticket: approval.Ticket, Operator: "carol"})
 	require.NoError(t, err)
 	require.Len(t, x.Executed, 3)
 	require.Empty(t, x.Failed)
@@ -394,13 +399,13 @@ func TestBulkDryRunCountsThenApprovesAndExecutesOnce(t *testing.T) {
 	}
 	require.Equal(t, 4, b.count(t, `SELECT count(*) FROM message_quarantine WHERE status = 'REPLAYED'`), "three events, one with a copy")
 
-	x, err = replay.ExecuteBulk(ctx, b.pool, replay.ExecuteBulkParams{Ticket: approval.Ticket, Operator: "carol"})
+	x, err = b.desk.ExecuteBulk(ctx, replay.ExecuteBulkParams{Ticket: approval.Ticket, Operator: "carol"})
 	require.NoError(t, err)
 	require.Empty(t, x.Executed)
 	require.Equal(t, 3, x.AlreadyExecuted)
 	require.Equal(t, 3, b.count(t, `SELECT count(*) FROM outbox_events WHERE producer = 'replay'`))
 
-	after, err := replay.PlanBulk(ctx, b.pool, f)
+	after, err := b.desk.PlanBulk(ctx, f)
 	require.NoError(t, err)
 	require.Equal(t, 2, after.Messages, "only the refused stay quarantined")
 }
@@ -415,7 +420,7 @@ func TestShowAndResolve(t *testing.T) {
 		deadLetter(t, catalog.GroupFetch, submit), // the same event id in another group
 	)
 
-	q, err := replay.Show(ctx, b.pool, ids[0])
+	q, err := b.desk.Show(ctx, ids[0])
 	require.NoError(t, err)
 	require.Equal(t, "utf-8", q.BodyEncoding)
 	require.JSONEq(t, string(submit.Payload), q.Body)
@@ -423,18 +428,18 @@ func TestShowAndResolve(t *testing.T) {
 	require.NotNil(t, q.Event)
 	require.Equal(t, submit.EventID, q.Event.EventID)
 	require.Empty(t, q.Replays)
-	_, err = replay.Show(ctx, b.pool, uuid.New())
+	_, err = b.desk.Show(ctx, uuid.New())
 	require.ErrorIs(t, err, replay.ErrNotFound)
 
 	// An event id quarantined for two groups needs the group.
-	_, err = replay.Plan(ctx, b.pool, replay.Ref{ID: uuid.MustParse(submit.EventID)}, "alice")
+	_, err = b.desk.Plan(ctx, replay.Ref{ID: uuid.MustParse(submit.EventID)}, "alice")
 	require.ErrorIs(t, err, replay.ErrAmbiguous)
 	require.ErrorContains(t, err, catalog.GroupFetch.Name)
-	p, err := replay.Plan(ctx, b.pool, replay.Ref{ID: uuid.MustParse(submit.EventID), Consumer: catalog.GroupFetch.Name}, "alice")
+	p, err := b.desk.Plan(ctx, replay.Ref{ID: uuid.MustParse(submit.EventID), Consumer: catalog.GroupFetch.Name}, "alice")
 	require.NoError(t, err)
 	require.Equal(t, ids[1], p.Message.QuarantineID)
 	require.Equal(t, "event.type_not_handled", p.Verdict.Code)
-	_, err = replay.Plan(ctx, b.pool, replay.Ref{ID: uuid.New()}, "alice")
+	_, err = b.desk.Plan(ctx, replay.Ref{ID: uuid.New()}, "alice")
 	require.ErrorIs(t, err, replay.ErrNotFound)
 
 	// A structured-mode message reads as well.
@@ -446,7 +451,7 @@ func TestShowAndResolve(t *testing.T) {
 	structured := entry(t, catalog.GroupSubmit, submit, "x.y")
 	structured.EventID, structured.Properties, structured.Body = ev.ID(), map[string]string{"CE_datacontenttype": "application/cloudevents+json"}, body
 	sid := b.quarantine(t, structured)[0]
-	q, err = replay.Show(ctx, b.pool, sid)
+	q, err = b.desk.Show(ctx, sid)
 	require.NoError(t, err)
 	require.NotNil(t, q.Event, q.EventError)
 	require.Equal(t, ev.ID(), q.Event.EventID)
@@ -466,15 +471,15 @@ func TestInvalidRequestsAreRefusedWithTheirReason(t *testing.T) {
 		{replay.Decision{Ticket: "none", Operator: "bob", Reason: "r"}, `ticket "none"`},
 		{replay.Decision{Ticket: "T\n", Operator: "bob", Reason: "r"}, "control characters"},
 	} {
-		_, err := replay.Approve(ctx, b.pool, uuid.New(), tc.d)
+		_, err := b.desk.Approve(ctx, uuid.New(), tc.d)
 		require.ErrorIs(t, err, replay.ErrInvalid)
 		require.ErrorContains(t, err, tc.want)
 	}
-	_, err := replay.Approve(ctx, b.pool, uuid.New(), approval)
+	_, err := b.desk.Approve(ctx, uuid.New(), approval)
 	require.ErrorIs(t, err, replay.ErrNotFound)
-	_, err = replay.Execute(ctx, b.pool, uuid.New(), "carol")
+	_, err = b.desk.Execute(ctx, uuid.New(), "carol")
 	require.ErrorIs(t, err, replay.ErrNotFound)
-	_, err = replay.Plan(ctx, b.pool, replay.Ref{ID: uuid.New()}, "")
+	_, err = b.desk.Plan(ctx, replay.Ref{ID: uuid.New()}, "")
 	require.ErrorIs(t, err, replay.ErrInvalid)
 
 	for _, f := range []quarantine.Filter{
@@ -485,7 +490,7 @@ func TestInvalidRequestsAreRefusedWithTheirReason(t *testing.T) {
 		{Consumer: catalog.GroupSubmit.Name, Since: time.Now(), Until: time.Now().Add(-time.Hour)},
 		{Consumer: catalog.GroupSubmit.Name, ErrorCode: "a*b"},
 	} {
-		_, err := replay.PlanBulk(ctx, b.pool, f)
+		_, err := b.desk.PlanBulk(ctx, f)
 		require.ErrorIs(t, err, replay.ErrInvalid, "%+v", f)
 	}
 }

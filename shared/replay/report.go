@@ -50,7 +50,7 @@ const (
 )
 
 // Report is a dry run: the message, the state it would meet, and the
-// verdict. It is what [Plan] returns and what dry_run_report keeps.
+// verdict. It is what [Desk.Plan] returns and what dry_run_report keeps.
 type Report struct {
 	// ReplayID is the message_replays row: the plan id, and the approval id
 	// once approved.

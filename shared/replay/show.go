@@ -13,7 +13,7 @@ import (
 	"github.com/aivedio/pipeline/shared/quarantine"
 )
 
-// MessageDetail is one quarantined message whole, as [Show] returns it.
+// MessageDetail is one quarantined message whole, as [Desk.Show] returns it.
 type MessageDetail struct {
 	quarantine.Message
 	Properties map[string]string `json:"properties"`
@@ -28,8 +28,8 @@ type MessageDetail struct {
 
 // Show returns one quarantined message whole: its properties, its body,
 // the event it carries, and the replays planned for it.
-func Show(ctx context.Context, db DB, quarantineID uuid.UUID) (MessageDetail, error) {
-	r, err := readRow(ctx, db, quarantineID)
+func (desk *Desk) Show(ctx context.Context, quarantineID uuid.UUID) (MessageDetail, error) {
+	r, err := readRow(ctx, desk.db, quarantineID)
 	if err != nil {
 		return MessageDetail{}, err
 	}
@@ -44,7 +44,7 @@ func Show(ctx context.Context, db DB, quarantineID uuid.UUID) (MessageDetail, er
 	} else {
 		q.Event = eventView(env)
 	}
-	q.Replays, err = replaysOf(ctx, db, r.Message)
+	q.Replays, err = replaysOf(ctx, desk.db, r.Message)
 	if err != nil {
 		return MessageDetail{}, err
 	}

@@ -1,0 +1,38 @@
+package reconcile
+
+import (
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aivedio/pipeline/shared/replay"
+	"github.com/aivedio/pipeline/shared/task"
+)
+
+func TestPreview(t *testing.T) {
+	t.Parallel()
+	attemptID := uuid.New()
+	unknown := replay.Effects{Attempts: []replay.Attempt{{AttemptNo: 1, AttemptID: attemptID, Status: "SUBMIT_UNKNOWN", Provider: "p"}}}
+	resolved := replay.Effects{Attempts: []replay.Attempt{{AttemptNo: 1, AttemptID: attemptID, Status: "SUBMITTING", Provider: "p"}}}
+	lookup := task.ReconcileDue{AttemptID: attemptID}
+	cancel := task.ReconcileDue{AttemptID: attemptID, Reason: task.ReasonCancel}
+	for _, tc := range []struct {
+		name    string
+		payload task.ReconcileDue
+		task    task.Task
+		effects replay.Effects
+		want    replay.Action
+		code    string
+	}{
+		{"lost submit", lookup, task.Task{Status: task.Reconciling}, unknown, replay.Act, "reconcile.lookup"},
+		{"resolved", lookup, task.Task{Status: task.Reconciling}, resolved, replay.StaleNoop, "reconcile.stale"},
+		{"late", lookup, task.Task{Status: task.ProviderRunning}, unknown, replay.StaleNoop, "reconcile.stale"},
+		{"a cancel", cancel, task.Task{Status: task.CancelReconciling, ProviderJobID: "j-1"}, replay.Effects{}, replay.Act, "reconcile.cancel_look"},
+		{"a decided cancel", cancel, task.Task{Status: task.Canceled}, replay.Effects{}, replay.StaleNoop, "reconcile.stale"},
+	} {
+		v := preview(replay.State{Task: tc.task, Effects: tc.effects}, tc.payload)
+		require.Equal(t, tc.want, v.Action, "%s: %s", tc.name, v.Reason)
+		require.Equal(t, tc.code, v.Code, tc.name)
+	}
+}

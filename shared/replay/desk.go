@@ -1,0 +1,15 @@
+package replay
+
+// Desk is where an operator inspects, plans, approves and executes
+// replays: the database, and the rules that preview what each consumer
+// group's stage would do. It is safe for concurrent use.
+type Desk struct {
+	db    DB
+	rules Rules
+}
+
+// NewDesk makes a Desk on db whose verdicts come from rules: in a real
+// build functions.ReplayRules(), the rules the stages supply.
+func NewDesk(db DB, rules Rules) *Desk {
+	return &Desk{db: db, rules: rules}
+}
