@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/replay"
 )
@@ -114,7 +115,7 @@ func printMessage(out io.Writer, m quarantine.Message) {
 	_ = w.Flush()
 }
 
-func printEvent(out io.Writer, e *replay.Event) {
+func printEvent(out io.Writer, e *envelope.Envelope) {
 	w := table(out)
 	fmt.Fprintln(w, "\nEVENT")
 	fmt.Fprintf(w, "  id / type\t%s %s (schema %d)\n", e.EventID, e.EventType, e.SchemaVersion)

@@ -5,14 +5,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/replay"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
 func TestPreview(t *testing.T) {
 	t.Parallel()
-	held := replay.Effects{Reservation: &replay.Reservation{Status: "HELD", Amount: 40}}
-	captured := replay.Effects{Reservation: &replay.Reservation{Status: "CAPTURED", Amount: 40}, Ledger: []replay.LedgerEntry{{Type: "CAPTURE"}}}
+	held := replay.Effects{Reservation: &billing.Reservation{Status: "HELD", Amount: 40}}
+	captured := replay.Effects{Reservation: &billing.Reservation{Status: "CAPTURED", Amount: 40}, Ledger: []billing.LedgerEntry{{Type: "CAPTURE"}}}
 	for _, tc := range []struct {
 		name    string
 		task    task.Task

@@ -16,12 +16,3 @@ func decodeEnvelope(props map[string]string, body []byte) (envelope.Envelope, er
 	}
 	return envelope.FromCloudEvent(*ev)
 }
-
-// eventView is the report's view of an envelope.
-func eventView(e envelope.Envelope) *Event {
-	return &Event{
-		EventID: e.EventID, EventType: e.EventType, SchemaVersion: e.SchemaVersion, Producer: e.Producer,
-		OccurredAt: e.OccurredAt, AggregateType: e.AggregateType, AggregateID: e.AggregateID, TenantID: e.TenantID,
-		TraceID: e.TraceID, CorrelationID: e.CorrelationID, CausationID: e.CausationID, Payload: e.Payload,
-	}
-}

@@ -12,8 +12,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/task"
 )
@@ -111,7 +113,7 @@ type inspection struct {
 func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, now time.Time, self uuid.UUID) (inspection, error) {
 	in := inspection{report: Report{
 		Status: StatusDryRun, PlannedAt: now, Message: r.Message,
-		Effects: Effects{Attempts: []Attempt{}, Assets: []Asset{}, Ledger: []LedgerEntry{}},
+		Effects: Effects{Attempts: []Attempt{}, Assets: []Asset{}, Ledger: []billing.LedgerEntry{}},
 	}}
 	rep := &in.report
 	var err error
@@ -123,7 +125,7 @@ func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, n
 		if rep.PriorReplays, err = priors(ctx, q, r.Consumer, eventID, self); err != nil {
 			return inspection{}, err
 		}
-		if rep.Effects.Inbox, err = inboxRecord(ctx, q, r.Consumer, eventID); err != nil {
+		if rep.Effects.Inbox, err = inbox.Lookup(ctx, q, r.Consumer, eventID); err != nil {
 			return inspection{}, err
 		}
 	}
@@ -133,7 +135,7 @@ func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, n
 		rep.EventError = envErr.Error()
 	} else {
 		in.env = env
-		rep.Event = eventView(env)
+		rep.Event = &env
 	}
 	group, known := groupOf(r.Consumer)
 	rl, hasRule := desk.rules[r.Consumer]

@@ -1,12 +1,15 @@
 package replay
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/aivedio/pipeline/shared/billing"
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/quarantine"
+	"github.com/aivedio/pipeline/shared/task"
 )
 
 // Action is what a replay would lead to.
@@ -64,31 +67,15 @@ type Report struct {
 	Copies []uuid.UUID `json:"copies,omitempty"`
 	// Event is the quarantined envelope; nil when it cannot be read, and
 	// EventError says why.
-	Event      *Event       `json:"event,omitempty"`
-	EventError string       `json:"event_error,omitempty"`
-	Target     *Destination `json:"target,omitempty"`
+	Event      *envelope.Envelope `json:"event,omitempty"`
+	EventError string             `json:"event_error,omitempty"`
+	Target     *Destination       `json:"target,omitempty"`
 	// Task is the task the event is about, as it is now; nil when the
 	// event names none or it does not exist.
 	Task         *TaskState `json:"task,omitempty"`
 	Effects      Effects    `json:"effects"`
 	PriorReplays []Prior    `json:"prior_replays,omitempty"`
 	Verdict      Verdict    `json:"verdict"`
-}
-
-// Event is a quarantined envelope.
-type Event struct {
-	EventID       string          `json:"event_id"`
-	EventType     string          `json:"event_type"`
-	SchemaVersion int             `json:"schema_version"`
-	Producer      string          `json:"producer"`
-	OccurredAt    time.Time       `json:"occurred_at"`
-	AggregateType string          `json:"aggregate_type"`
-	AggregateID   string          `json:"aggregate_id"`
-	TenantID      string          `json:"tenant_id"`
-	TraceID       string          `json:"trace_id,omitempty"`
-	CorrelationID string          `json:"correlation_id,omitempty"`
-	CausationID   string          `json:"causation_id,omitempty"`
-	Payload       json.RawMessage `json:"payload"`
 }
 
 // Destination is where a replay is written: the original topic, tag and
@@ -111,41 +98,31 @@ type Destination struct {
 
 // TaskState is a generation task as it is now.
 type TaskState struct {
-	TaskID          uuid.UUID       `json:"task_id"`
-	TenantID        uuid.UUID       `json:"tenant_id"`
-	Status          string          `json:"status"`
-	Version         int64           `json:"version"`
-	Progress        int             `json:"progress"`
-	CancelRequested bool            `json:"cancel_requested"`
-	Provider        string          `json:"provider,omitempty"`
-	ProviderJobID   string          `json:"provider_job_id,omitempty"`
-	NextRetryAt     *time.Time      `json:"next_retry_at,omitempty"`
-	NextPollAt      *time.Time      `json:"next_poll_at,omitempty"`
-	ErrorCode       string          `json:"error_code,omitempty"`
-	UpdatedAt       time.Time       `json:"updated_at"`
-	Timeline        []TimelineEntry `json:"timeline"` // the latest transitions, oldest first
-}
-
-// TimelineEntry is one task_events row.
-type TimelineEntry struct {
-	Version int64     `json:"version"`
-	From    string    `json:"from,omitempty"`
-	To      string    `json:"to"`
-	Reason  string    `json:"reason,omitempty"`
-	EventID string    `json:"event_id,omitempty"`
-	At      time.Time `json:"at"`
+	TaskID          uuid.UUID            `json:"task_id"`
+	TenantID        uuid.UUID            `json:"tenant_id"`
+	Status          string               `json:"status"`
+	Version         int64                `json:"version"`
+	Progress        int                  `json:"progress"`
+	CancelRequested bool                 `json:"cancel_requested"`
+	Provider        string               `json:"provider,omitempty"`
+	ProviderJobID   string               `json:"provider_job_id,omitempty"`
+	NextRetryAt     *time.Time           `json:"next_retry_at,omitempty"`
+	NextPollAt      *time.Time           `json:"next_poll_at,omitempty"`
+	ErrorCode       string               `json:"error_code,omitempty"`
+	UpdatedAt       time.Time            `json:"updated_at"`
+	Timeline        []task.TimelineEntry `json:"timeline"` // the latest transitions, oldest first
 }
 
 // Effects are the side effects already done for the task, and whether the
 // consumer already processed the quarantined event.
 type Effects struct {
-	Attempts    []Attempt     `json:"attempts"`
-	Assets      []Asset       `json:"assets"`
-	Reservation *Reservation  `json:"reservation,omitempty"`
-	Ledger      []LedgerEntry `json:"ledger"`
+	Attempts    []Attempt             `json:"attempts"`
+	Assets      []Asset               `json:"assets"`
+	Reservation *billing.Reservation  `json:"reservation,omitempty"`
+	Ledger      []billing.LedgerEntry `json:"ledger"`
 	// Inbox is the consumer's inbox_dedup row for the original event; nil
 	// when the consumer never committed it.
-	Inbox *InboxRecord `json:"inbox,omitempty"`
+	Inbox *inbox.Record `json:"inbox,omitempty"`
 }
 
 // Attempt is a task_attempts row: one submission to a provider.
@@ -169,33 +146,6 @@ type Asset struct {
 	SizeBytes     int64      `json:"size_bytes"`
 	SourceAssetID *uuid.UUID `json:"source_asset_id,omitempty"`
 	CreatedAt     time.Time  `json:"created_at"`
-}
-
-// Reservation is the task's credit reservation.
-type Reservation struct {
-	ReservationID uuid.UUID  `json:"reservation_id"`
-	Amount        int64      `json:"amount"`
-	Status        string     `json:"status"`
-	CreatedAt     time.Time  `json:"created_at"`
-	SettledAt     *time.Time `json:"settled_at,omitempty"`
-}
-
-// LedgerEntry is a credit_ledger row about the task or its reservation.
-type LedgerEntry struct {
-	EntryID      uuid.UUID `json:"entry_id"`
-	Type         string    `json:"ledger_business_type"`
-	BusinessID   string    `json:"business_id"`
-	Amount       int64     `json:"amount"`
-	BalanceAfter int64     `json:"balance_after"`
-	CreatedAt    time.Time `json:"created_at"`
-}
-
-// InboxRecord is an inbox_dedup row.
-type InboxRecord struct {
-	Consumer    string    `json:"consumer"`
-	EventID     string    `json:"event_id"`
-	Result      string    `json:"result"`
-	ProcessedAt time.Time `json:"processed_at"`
 }
 
 // Prior is an earlier replay of the same event to the same consumer.

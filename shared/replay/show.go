@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/quarantine"
 )
 
@@ -18,10 +19,10 @@ type MessageDetail struct {
 	quarantine.Message
 	Properties map[string]string `json:"properties"`
 	// Body is the message body as text when it is UTF-8, else base64.
-	Body         string `json:"body"`
-	BodyEncoding string `json:"body_encoding"` // "utf-8" or "base64"
-	Event        *Event `json:"event,omitempty"`
-	EventError   string `json:"event_error,omitempty"`
+	Body         string             `json:"body"`
+	BodyEncoding string             `json:"body_encoding"` // "utf-8" or "base64"
+	Event        *envelope.Envelope `json:"event,omitempty"`
+	EventError   string             `json:"event_error,omitempty"`
 	// Replays are the replays planned for this event and consumer.
 	Replays []Replay `json:"replays"`
 }
@@ -42,7 +43,7 @@ func (desk *Desk) Show(ctx context.Context, quarantineID uuid.UUID) (MessageDeta
 	if env, err := decodeEnvelope(r.Properties, r.Body); err != nil {
 		q.EventError = err.Error()
 	} else {
-		q.Event = eventView(env)
+		q.Event = &env
 	}
 	q.Replays, err = replaysOf(ctx, desk.db, r.Message)
 	if err != nil {
