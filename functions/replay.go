@@ -10,15 +10,15 @@ import (
 	"github.com/aivedio/pipeline/functions/submit"
 	"github.com/aivedio/pipeline/functions/transcode"
 	"github.com/aivedio/pipeline/shared/catalog"
-	"github.com/aivedio/pipeline/shared/replay"
+	"github.com/aivedio/pipeline/shared/preview"
 )
 
 // ReplayRules are the previews the built stages supply for replay, by the
 // consumer group each serves: what a replayed event would do, decided next
 // to the stage's code. A group whose stage is not built (render) has none,
 // and its messages are refused for replay.
-func ReplayRules() replay.Rules {
-	return replay.Rules{
+func ReplayRules() preview.Rules {
+	return preview.Rules{
 		catalog.GroupSubmit.Name:    submit.Preview(),
 		catalog.GroupPoll.Name:      poll.Preview(),
 		catalog.GroupCallback.Name:  poll.CallbackPreview(),

@@ -5,14 +5,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/aivedio/pipeline/shared/replay"
+	"github.com/aivedio/pipeline/shared/preview"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
 func TestPreview(t *testing.T) {
 	t.Parallel()
-	v := preview(replay.State{Task: task.Task{Status: task.Succeeded, Version: 7}}, task.StateChanged{To: task.Fetching, Version: 4})
-	require.Equal(t, replay.Act, v.Action)
+	v := decide(preview.State{Task: task.Task{Status: task.Succeeded, Version: 7}}, task.StateChanged{To: task.Fetching, Version: 4})
+	require.Equal(t, preview.Act, v.Action)
 	require.Equal(t, "notify.push", v.Code)
 	require.Contains(t, v.Reason, "SUCCEEDED (v7)")
 }

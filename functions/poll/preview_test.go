@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/aivedio/pipeline/shared/replay"
+	"github.com/aivedio/pipeline/shared/preview"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
@@ -21,17 +21,17 @@ func TestPreview(t *testing.T) {
 	fetching.Status = task.Fetching
 	for _, tc := range []struct {
 		name string
-		v    replay.Verdict
-		want replay.Action
+		v    preview.Verdict
+		want preview.Action
 		code string
 	}{
-		{"poll due", previewPoll(replay.State{Task: running}, task.PollDue{PollAt: pollAt}), replay.Act, "poll.due"},
-		{"poll due after a cancel", previewPoll(replay.State{Task: canceling}, task.PollDue{PollAt: pollAt}), replay.Act, "poll.cancel"},
-		{"poll chain moved", previewPoll(replay.State{Task: running}, task.PollDue{PollAt: now}), replay.StaleNoop, "poll.stale"},
-		{"poll after fetch", previewPoll(replay.State{Task: fetching}, task.PollDue{PollAt: pollAt}), replay.StaleNoop, "poll.stale"},
-		{"callback for the job", previewCallback(replay.State{Task: running}, task.CallbackReceived{Provider: "p", ProviderJobID: "j-1"}), replay.Act, "callback.apply"},
-		{"callback after a cancel", previewCallback(replay.State{Task: canceling}, task.CallbackReceived{Provider: "p", ProviderJobID: "j-1"}), replay.Act, "callback.cancel"},
-		{"callback for another job", previewCallback(replay.State{Task: running}, task.CallbackReceived{Provider: "p", ProviderJobID: "j-0"}), replay.StaleNoop, "callback.stale"},
+		{"poll due", decidePoll(preview.State{Task: running}, task.PollDue{PollAt: pollAt}), preview.Act, "poll.due"},
+		{"poll due after a cancel", decidePoll(preview.State{Task: canceling}, task.PollDue{PollAt: pollAt}), preview.Act, "poll.cancel"},
+		{"poll chain moved", decidePoll(preview.State{Task: running}, task.PollDue{PollAt: now}), preview.StaleNoop, "poll.stale"},
+		{"poll after fetch", decidePoll(preview.State{Task: fetching}, task.PollDue{PollAt: pollAt}), preview.StaleNoop, "poll.stale"},
+		{"callback for the job", decideCallback(preview.State{Task: running}, task.CallbackReceived{Provider: "p", ProviderJobID: "j-1"}), preview.Act, "callback.apply"},
+		{"callback after a cancel", decideCallback(preview.State{Task: canceling}, task.CallbackReceived{Provider: "p", ProviderJobID: "j-1"}), preview.Act, "callback.cancel"},
+		{"callback for another job", decideCallback(preview.State{Task: running}, task.CallbackReceived{Provider: "p", ProviderJobID: "j-0"}), preview.StaleNoop, "callback.stale"},
 	} {
 		require.Equal(t, tc.want, tc.v.Action, "%s: %s", tc.name, tc.v.Reason)
 		require.Equal(t, tc.code, tc.v.Code, tc.name)

@@ -6,32 +6,32 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aivedio/pipeline/shared/replay"
+	"github.com/aivedio/pipeline/shared/preview"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
 func TestPreview(t *testing.T) {
 	t.Parallel()
 	attemptID := uuid.New()
-	unknown := replay.Effects{Attempts: []replay.Attempt{{AttemptNo: 1, AttemptID: attemptID, Status: "SUBMIT_UNKNOWN", Provider: "p"}}}
-	resolved := replay.Effects{Attempts: []replay.Attempt{{AttemptNo: 1, AttemptID: attemptID, Status: "SUBMITTING", Provider: "p"}}}
+	unknown := preview.Effects{Attempts: []preview.Attempt{{AttemptNo: 1, AttemptID: attemptID, Status: "SUBMIT_UNKNOWN", Provider: "p"}}}
+	resolved := preview.Effects{Attempts: []preview.Attempt{{AttemptNo: 1, AttemptID: attemptID, Status: "SUBMITTING", Provider: "p"}}}
 	lookup := task.ReconcileDue{AttemptID: attemptID}
 	cancel := task.ReconcileDue{AttemptID: attemptID, Reason: task.ReasonCancel}
 	for _, tc := range []struct {
 		name    string
 		payload task.ReconcileDue
 		task    task.Task
-		effects replay.Effects
-		want    replay.Action
+		effects preview.Effects
+		want    preview.Action
 		code    string
 	}{
-		{"lost submit", lookup, task.Task{Status: task.Reconciling}, unknown, replay.Act, "reconcile.lookup"},
-		{"resolved", lookup, task.Task{Status: task.Reconciling}, resolved, replay.StaleNoop, "reconcile.stale"},
-		{"late", lookup, task.Task{Status: task.ProviderRunning}, unknown, replay.StaleNoop, "reconcile.stale"},
-		{"a cancel", cancel, task.Task{Status: task.CancelReconciling, ProviderJobID: "j-1"}, replay.Effects{}, replay.Act, "reconcile.cancel_look"},
-		{"a decided cancel", cancel, task.Task{Status: task.Canceled}, replay.Effects{}, replay.StaleNoop, "reconcile.stale"},
+		{"lost submit", lookup, task.Task{Status: task.Reconciling}, unknown, preview.Act, "reconcile.lookup"},
+		{"resolved", lookup, task.Task{Status: task.Reconciling}, resolved, preview.StaleNoop, "reconcile.stale"},
+		{"late", lookup, task.Task{Status: task.ProviderRunning}, unknown, preview.StaleNoop, "reconcile.stale"},
+		{"a cancel", cancel, task.Task{Status: task.CancelReconciling, ProviderJobID: "j-1"}, preview.Effects{}, preview.Act, "reconcile.cancel_look"},
+		{"a decided cancel", cancel, task.Task{Status: task.Canceled}, preview.Effects{}, preview.StaleNoop, "reconcile.stale"},
 	} {
-		v := preview(replay.State{Task: tc.task, Effects: tc.effects}, tc.payload)
+		v := decide(preview.State{Task: tc.task, Effects: tc.effects}, tc.payload)
 		require.Equal(t, tc.want, v.Action, "%s: %s", tc.name, v.Reason)
 		require.Equal(t, tc.code, v.Code, tc.name)
 	}

@@ -44,11 +44,7 @@ func OfTask(ctx context.Context, q pg.Querier, tenantID, taskID uuid.UUID) (*Res
 	case err != nil:
 		return nil, nil, fmt.Errorf("read reservation of task %s: %w", taskID, err)
 	default:
-		r.CreatedAt = r.CreatedAt.UTC()
-		if r.SettledAt != nil {
-			at := r.SettledAt.UTC()
-			r.SettledAt = &at
-		}
+		r.CreatedAt, r.SettledAt = r.CreatedAt.UTC(), pg.UTC(r.SettledAt)
 		res = &r
 	}
 	keys := []string{taskID.String()}

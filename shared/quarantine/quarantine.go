@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/aivedio/pipeline/shared/pg"
 
 	"github.com/google/uuid"
+
+	"github.com/aivedio/pipeline/shared/pg"
 )
 
 // Source says who quarantined a message.

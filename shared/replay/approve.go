@@ -11,6 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/pg"
+	"github.com/aivedio/pipeline/shared/preview"
 	"github.com/aivedio/pipeline/shared/quarantine"
 )
 
@@ -43,7 +45,7 @@ func (desk *Desk) Approve(ctx context.Context, replayID uuid.UUID, d Decision) (
 		step := rep.step(StepApproved, now, d.Operator)
 		step.Ticket, step.Reason = d.Ticket, d.Reason
 		status := StatusApproved
-		if rep.Verdict.Action == Refuse {
+		if rep.Verdict.Action == preview.Refuse {
 			step.Step, status = StepRefused, StatusRejected
 			refused = fmt.Errorf("%w: %s: %s", ErrRefused, rep.Verdict.Code, rep.Verdict.Reason)
 		}
@@ -58,10 +60,6 @@ func (desk *Desk) Approve(ctx context.Context, replayID uuid.UUID, d Decision) (
 
 // decide moves a row to APPROVED or REJECTED under d and records step.
 func decide(ctx context.Context, tx pgx.Tx, replayID uuid.UUID, status string, d Decision, rep Report, step Step, now time.Time) error {
-	steps, err := json.Marshal([]Step{step})
-	if err != nil {
-		return fmt.Errorf("encode replay step: %w", err)
-	}
 	topic := rep.Message.Topic
 	if rep.Target != nil {
 		topic = rep.Target.Topic
@@ -70,19 +68,26 @@ func decide(ctx context.Context, tx pgx.Tx, replayID uuid.UUID, status string, d
 	if status == StatusApproved {
 		approvedAt = &now
 	}
-	_, err = tx.Exec(ctx, `UPDATE message_replays SET status = $2, ticket = $3, operator = $4, reason = $5, topic = $6,
-			approved_at = coalesce($7, approved_at), dry_run_report = `+appendSteps(8)+`
-		WHERE replay_id = $1`, replayID, status, d.Ticket, d.Operator, d.Reason, topic, approvedAt, string(steps))
-	if err != nil {
-		return fmt.Errorf("record %s of replay %s: %w", step.Step, replayID, err)
-	}
-	return nil
+	_, err := recordStep(ctx, tx, replayID, step, `status = $2, ticket = $3, operator = $4, reason = $5, topic = $6,
+		approved_at = coalesce($7, approved_at)`, status, d.Ticket, d.Operator, d.Reason, topic, approvedAt)
+	return err
 }
 
-// appendSteps is the SQL expression that adds the JSON array in parameter
-// $n to the steps of dry_run_report.
-func appendSteps(n int) string {
-	return `jsonb_set(dry_run_report, '{steps}', coalesce(dry_run_report->'steps', '[]'::jsonb) || $` + strconv.Itoa(n) + `::jsonb)`
+// recordStep changes a row by set, whose parameters start at $2, and adds
+// step to the audit trail in its dry_run_report. It returns how many rows
+// changed.
+func recordStep(ctx context.Context, tx pgx.Tx, replayID uuid.UUID, step Step, set string, args ...any) (int64, error) {
+	steps, err := json.Marshal([]Step{step})
+	if err != nil {
+		return 0, fmt.Errorf("encode replay step: %w", err)
+	}
+	args = append(append([]any{replayID}, args...), string(steps))
+	tag, err := tx.Exec(ctx, `UPDATE message_replays SET `+set+`, dry_run_report = jsonb_set(dry_run_report, '{steps}',
+		coalesce(dry_run_report->'steps', '[]'::jsonb) || $`+strconv.Itoa(len(args))+`::jsonb) WHERE replay_id = $1`, args...)
+	if err != nil {
+		return 0, fmt.Errorf("record %s of replay %s: %w", step.Step, replayID, err)
+	}
+	return tag.RowsAffected(), nil
 }
 
 // current is a message_replays row read for a decision.
@@ -105,7 +110,7 @@ func scanReplay(r pgx.CollectableRow) (current, error) {
 	if err := json.Unmarshal(report, &c.rec); err != nil {
 		return current{}, fmt.Errorf("replay %s: read dry_run_report: %w", c.ReplayID, err)
 	}
-	c.CreatedAt, c.ApprovedAt, c.ExecutedAt = c.CreatedAt.UTC(), utc(c.ApprovedAt), utc(c.ExecutedAt)
+	c.CreatedAt, c.ApprovedAt, c.ExecutedAt = c.CreatedAt.UTC(), pg.UTC(c.ApprovedAt), pg.UTC(c.ExecutedAt)
 	c.QuarantineID, c.Steps = c.rec.QuarantineID, c.rec.Steps
 	if c.Steps == nil {
 		c.Steps = []Step{}
@@ -137,7 +142,7 @@ func (desk *Desk) reinspect(ctx context.Context, tx pgx.Tx, cur current) (inspec
 		}
 		rep := cur.rec.Plan
 		rep.ReplayID = cur.ReplayID
-		rep.Verdict = Refuse.Because("quarantine.gone", "quarantined message %s no longer exists (pruned or deleted)", cur.rec.QuarantineID)
+		rep.Verdict = preview.Refuse.Because("quarantine.gone", "quarantined message %s no longer exists (pruned or deleted)", cur.rec.QuarantineID)
 		return inspection{report: rep}, now, nil
 	}
 	if err != nil {
@@ -202,4 +207,20 @@ func replaysOf(ctx context.Context, q querier, r quarantine.Message) ([]Replay, 
 		out[i] = c.Replay
 	}
 	return out, nil
+}
+
+// priors reads the other replays of the event to the consumer.
+func priors(ctx context.Context, q querier, consumer string, eventID, self uuid.UUID) ([]Prior, error) {
+	rows, err := q.Query(ctx, `SELECT replay_id, status, coalesce(replay_event_id::text, ''), ticket, operator, created_at
+		FROM message_replays WHERE original_event_id = $1 AND consumer_name = $2 AND replay_id <> $3
+		ORDER BY created_at, replay_id`, eventID, consumer, self)
+	if err != nil {
+		return nil, fmt.Errorf("read earlier replays: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Prior, error) {
+		var p Prior
+		err := r.Scan(&p.ReplayID, &p.Status, &p.ReplayEventID, &p.Ticket, &p.Operator, &p.CreatedAt)
+		p.CreatedAt = p.CreatedAt.UTC()
+		return p, err
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/preview"
 	"github.com/aivedio/pipeline/shared/quarantine"
 )
 
@@ -21,9 +22,9 @@ type BulkReport struct {
 	Messages int `json:"messages"`
 	// Planned counts the messages planned here: Messages, or the first
 	// Filter.Limit of them, oldest first.
-	Planned int            `json:"planned"`
-	Counts  map[Action]int `json:"counts"`
-	Items   []BulkItem     `json:"items"`
+	Planned int                    `json:"planned"`
+	Counts  map[preview.Action]int `json:"counts"`
+	Items   []BulkItem             `json:"items"`
 	// Ticket, Approved, Rejected and AlreadyApproved are set by
 	// [Desk.ApproveBulk].
 	Ticket          string `json:"ticket,omitempty"`
@@ -34,15 +35,15 @@ type BulkReport struct {
 
 // BulkItem is one message of a bulk replay.
 type BulkItem struct {
-	QuarantineID uuid.UUID `json:"quarantine_id"`
-	EventID      string    `json:"event_id,omitempty"`
-	EventType    string    `json:"event_type,omitempty"`
-	TaskID       string    `json:"task_id,omitempty"`
-	TaskStatus   string    `json:"task_status,omitempty"`
-	TaskVersion  int64     `json:"task_version,omitempty"`
-	ErrorCode    string    `json:"error_code"`
-	Copies       int       `json:"copies,omitempty"`
-	Verdict      Verdict   `json:"verdict"`
+	QuarantineID uuid.UUID       `json:"quarantine_id"`
+	EventID      string          `json:"event_id,omitempty"`
+	EventType    string          `json:"event_type,omitempty"`
+	TaskID       string          `json:"task_id,omitempty"`
+	TaskStatus   string          `json:"task_status,omitempty"`
+	TaskVersion  int64           `json:"task_version,omitempty"`
+	ErrorCode    string          `json:"error_code"`
+	Copies       int             `json:"copies,omitempty"`
+	Verdict      preview.Verdict `json:"verdict"`
 	// ReplayID and Status are set by [Desk.ApproveBulk]: the approval (or
 	// refusal) recorded for the message. Status ALREADY_APPROVED means an
 	// earlier approval under the same ticket covers it; nothing was
@@ -165,7 +166,7 @@ func (desk *Desk) approveOne(ctx context.Context, f quarantine.Filter, r quarant
 		planned.Bulk, decided.Bulk = true, true
 		decided.Ticket, decided.Reason = d.Ticket, d.Reason
 		status = StatusApproved
-		if rep.Verdict.Action == Refuse {
+		if rep.Verdict.Action == preview.Refuse {
 			decided.Step, status = StepRefused, StatusRejected
 		}
 		rep.Status = status
@@ -223,7 +224,7 @@ func selectBulk(ctx context.Context, q querier, f quarantine.Filter) (BulkReport
 		return BulkReport{}, nil, err
 	}
 	b := BulkReport{Filter: f, Matched: sel.Matched, Messages: sel.Events, Planned: len(sel.Oldest),
-		Counts: map[Action]int{Act: 0, StaleNoop: 0, Refuse: 0}, Items: []BulkItem{}}
+		Counts: map[preview.Action]int{preview.Act: 0, preview.StaleNoop: 0, preview.Refuse: 0}, Items: []BulkItem{}}
 	return b, sel.Oldest, nil
 }
 

@@ -12,7 +12,7 @@
 //     error), the current state of the task it targets with its timeline,
 //     the side effects already done (provider attempts with their remote
 //     jobs, assets, the credit reservation and its ledger rows, and whether
-//     the consumer's inbox already holds the event) and gives a [Verdict]:
+//     the consumer's inbox already holds the event) and gives a verdict:
 //     the replay would act, would be a stale no-op, or is refused. It
 //     records a message_replays row in status DRY_RUN whose id names the
 //     plan from then on.
@@ -58,16 +58,12 @@
 //
 // # Rules
 //
-// Replay does not know the stages: a [Desk] is made with the [Rules] of the
-// build, one [Rule] per consumer group, and each stage supplies its own
-// beside its code (functions/<stage>/preview.go, gathered by
-// functions.ReplayRules), deciding with the same task predicates the stage
-// acts on. A rule is built with [RuleOf] from the stage's payload type: it
-// names the task an event is about, or refuses the event ([Refusal]), and
-// gives the verdict from the [State] (the task as it is now and its
-// [Effects]) with [Action.Because]. Replay itself refuses what no rule may
-// allow: a message of a group without a rule, of another event type, of an
-// unknown task or of another tenant.
+// Replay does not know the stages: a [Desk] is made with the rules of the
+// build (preview.Rules, one per consumer group), which the stages supply
+// beside their code (functions.ReplayRules); package preview says how a
+// rule decides. Replay itself refuses what no rule may allow: a message of
+// a group without a rule, of another event type, of an unknown task or of
+// another tenant.
 //
 // # Audit
 //

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/aivedio/pipeline/shared/preview"
 	"github.com/aivedio/pipeline/shared/replay"
 )
 
@@ -17,7 +18,7 @@ func Example() {
 	var (
 		ctx     = context.Background()
 		pool    *pgxpool.Pool // the service's pool
-		rules   replay.Rules  // the stages' previews: functions.ReplayRules()
+		rules   preview.Rules // the stages' previews: functions.ReplayRules()
 		eventID = uuid.MustParse("01936d3c-5b7e-7c3a-9f1e-2b4c6d8e0a1f")
 		desk    = replay.NewDesk(pool, rules)
 	)

@@ -2,9 +2,8 @@ package replay_test
 
 import (
 	"crypto/sha256"
-	"time"
-
 	"testing"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/types"
 	"github.com/google/uuid"
@@ -17,6 +16,7 @@ import (
 	"github.com/aivedio/pipeline/shared/dbtest"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/preview"
 	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/replay"
 	"github.com/aivedio/pipeline/shared/task"
@@ -46,26 +46,26 @@ func setup(t *testing.T) *testBundle {
 // tests of planning, approval and execution need: a submit request acts on
 // a QUEUED task, a settle request on a HELD reservation, and a fetch
 // request is always refused by its stage.
-var fakeRules = replay.Rules{
-	catalog.GroupSubmit.Name: replay.RuleOf(catalog.EventSubmitRequested, replay.PayloadTask,
-		func(s replay.State, _ task.SubmitRequested) replay.Verdict {
+var fakeRules = preview.Rules{
+	catalog.GroupSubmit.Name: preview.RuleOf(catalog.EventSubmitRequested, preview.PayloadTask,
+		func(s preview.State, _ task.SubmitRequested) preview.Verdict {
 			if s.Task.Status == task.Queued {
-				return replay.Act.Because("submit.queued", "the task is %s", replay.At(s.Task))
+				return preview.Act.Because("submit.queued", "the task is %s", preview.At(s.Task))
 			}
-			return replay.StaleNoop.Because("submit.not_queued", "the task is %s", replay.At(s.Task))
+			return preview.StaleNoop.Because("submit.not_queued", "the task is %s", preview.At(s.Task))
 		}),
-	catalog.GroupSettle.Name: replay.RuleOf(catalog.EventSettleRequested, replay.PayloadTask,
-		func(s replay.State, _ task.SettleRequested) replay.Verdict {
+	catalog.GroupSettle.Name: preview.RuleOf(catalog.EventSettleRequested, preview.PayloadTask,
+		func(s preview.State, _ task.SettleRequested) preview.Verdict {
 			if r := s.Effects.Reservation; r != nil && r.Status == billing.Held {
-				return replay.Act.Because("settle.held", "reservation %s is HELD", r.ReservationID)
+				return preview.Act.Because("settle.held", "reservation %s is HELD", r.ReservationID)
 			}
-			return replay.StaleNoop.Because("settle.settled", "the reservation is settled")
+			return preview.StaleNoop.Because("settle.settled", "the reservation is settled")
 		}),
-	catalog.GroupFetch.Name: replay.RuleOf(catalog.EventFetchRequested,
+	catalog.GroupFetch.Name: preview.RuleOf(catalog.EventFetchRequested,
 		func(envelope.Envelope, task.FetchRequested) (uuid.UUID, error) {
-			return uuid.Nil, replay.Refusal("fetch.refused", "the fake fetch stage refuses every event")
+			return uuid.Nil, preview.Refusal("fetch.refused", "the fake fetch stage refuses every event")
 		},
-		func(replay.State, task.FetchRequested) replay.Verdict { panic("a refused event is not decided") }),
+		func(preview.State, task.FetchRequested) preview.Verdict { panic("a refused event is not decided") }),
 }
 
 // tenant creates a tenant with credits.

@@ -16,6 +16,7 @@ import (
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/inbox"
+	"github.com/aivedio/pipeline/shared/preview"
 	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/task"
 )
@@ -113,7 +114,7 @@ type inspection struct {
 func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, now time.Time, self uuid.UUID) (inspection, error) {
 	in := inspection{report: Report{
 		Status: StatusDryRun, PlannedAt: now, Message: r.Message,
-		Effects: Effects{Attempts: []Attempt{}, Assets: []Asset{}, Ledger: []billing.LedgerEntry{}},
+		Effects: preview.Effects{Attempts: []preview.Attempt{}, Assets: []preview.Asset{}, Ledger: []billing.LedgerEntry{}},
 	}}
 	rep := &in.report
 	var err error
@@ -148,25 +149,27 @@ func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, n
 			rep.Target = &dest
 		}
 	}
-	var tgt target
-	var parseErr error
-	if envErr == nil && hasRule && env.EventType == rl.eventType {
-		tgt, parseErr = rl.parse(env)
+	var (
+		tgt     preview.Target
+		refused *preview.Verdict // by the rule, whatever the task's state
+	)
+	if envErr == nil && hasRule && env.EventType == rl.EventType() {
+		tgt, refused = rl.Parse(env)
 	}
 	var t task.Task
 	taskErr := task.ErrNotFound
-	if tgt.taskID != uuid.Nil {
-		t, taskErr = task.Get(ctx, q, tgt.taskID)
+	if tgt.TaskID != uuid.Nil {
+		t, taskErr = task.Get(ctx, q, tgt.TaskID)
 		switch {
 		case errors.Is(taskErr, task.ErrNotFound):
 		case taskErr != nil:
 			return inspection{}, taskErr
 		default:
-			if rep.Task, err = taskState(ctx, q, t); err != nil {
+			if rep.Task, err = preview.ReadTaskState(ctx, q, t); err != nil {
 				return inspection{}, err
 			}
 			inbox := rep.Effects.Inbox
-			if rep.Effects, err = effects(ctx, q, t); err != nil {
+			if rep.Effects, err = preview.ReadEffects(ctx, q, t); err != nil {
 				return inspection{}, err
 			}
 			rep.Effects.Inbox = inbox
@@ -176,7 +179,7 @@ func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, n
 	// The verdict: the first reason to refuse, else the stage's rule.
 	var (
 		refusedBy *Prior
-		verdict   Verdict
+		verdict   preview.Verdict
 	)
 	for i, p := range rep.PriorReplays {
 		if p.Status == StatusApproved || p.Status == StatusExecuted {
@@ -186,45 +189,37 @@ func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, n
 	}
 	switch {
 	case r.Status != quarantine.Quarantined:
-		verdict = Refuse.Because("quarantine."+strings.ToLower(r.Status), "the message is %s already; a quarantined message is replayed once", r.Status)
+		verdict = preview.Refuse.Because("quarantine."+strings.ToLower(r.Status), "the message is %s already; a quarantined message is replayed once", r.Status)
 	case !known:
-		verdict = Refuse.Because("consumer.unknown", "consumer group %q is not in the catalog: nothing would take the replay", r.Consumer)
+		verdict = preview.Refuse.Because("consumer.unknown", "consumer group %q is not in the catalog: nothing would take the replay", r.Consumer)
 	case envErr != nil:
 		code := "envelope.unreadable"
 		if class, ok := envelope.ClassOf(envErr); ok {
 			code = "envelope." + string(class)
 		}
-		verdict = Refuse.Because(code, "the message is not a valid event (%v): the same bytes would be refused the same way", envErr)
+		verdict = preview.Refuse.Because(code, "the message is not a valid event (%v): the same bytes would be refused the same way", envErr)
 	case !hasRule:
-		verdict = Refuse.Because("replay.no_rule", "no stage consumes %s in this build, so nothing can say what a replay would do", r.Consumer)
-	case env.EventType != rl.eventType:
-		verdict = Refuse.Because("event.type_not_handled", "%s handles %s, not %s: the stage would quarantine it again", r.Consumer, rl.eventType, env.EventType)
+		verdict = preview.Refuse.Because("replay.no_rule", "no stage consumes %s in this build, so nothing can say what a replay would do", r.Consumer)
+	case env.EventType != rl.EventType():
+		verdict = preview.Refuse.Because("event.type_not_handled", "%s handles %s, not %s: the stage would quarantine it again", r.Consumer, rl.EventType(), env.EventType)
 	case r.ErrorCode == "inbox.payload_mismatch":
-		verdict = Refuse.Because("inbox.payload_mismatch", "%s already processed a different payload under event id %s: the producer reused an id, and replaying this one would apply a second, conflicting fact", r.Consumer, r.EventID)
+		verdict = preview.Refuse.Because("inbox.payload_mismatch", "%s already processed a different payload under event id %s: the producer reused an id, and replaying this one would apply a second, conflicting fact", r.Consumer, r.EventID)
 	case refusedBy != nil:
-		verdict = Refuse.Because("replay.already_replayed", "event %s is already %s for replay to %s (replay %s, ticket %s, operator %s)",
+		verdict = preview.Refuse.Because("replay.already_replayed", "event %s is already %s for replay to %s (replay %s, ticket %s, operator %s)",
 			r.EventID, refusedBy.Status, r.Consumer, refusedBy.ReplayID, refusedBy.Ticket, refusedBy.Operator)
 	case destErr != nil:
-		verdict = Refuse.Because("topic.unknown", "%v", destErr)
-	case parseErr != nil:
-		verdict = verdictOf(parseErr)
+		verdict = preview.Refuse.Because("topic.unknown", "%v", destErr)
+	case refused != nil:
+		verdict = *refused
 	case errors.Is(taskErr, task.ErrNotFound):
-		verdict = Refuse.Because("task.not_found", "task %s does not exist: the stage would quarantine the event again", tgt.taskID)
+		verdict = preview.Refuse.Because("task.not_found", "task %s does not exist: the stage would quarantine the event again", tgt.TaskID)
 	case env.TenantID != t.TenantID.String():
-		verdict = Refuse.Because("security.tenant_mismatch", "the event names tenant %s but task %s belongs to another tenant: never replayed", env.TenantID, t.ID)
+		verdict = preview.Refuse.Because("security.tenant_mismatch", "the event names tenant %s but task %s belongs to another tenant: never replayed", env.TenantID, t.ID)
 	default:
-		verdict = tgt.decide(State{Env: env, Task: t, Effects: rep.Effects, Now: now})
+		verdict = tgt.Decide(preview.State{Env: env, Task: t, Effects: rep.Effects, Now: now})
 	}
 	rep.Verdict = verdict
 	return in, nil
-}
-
-func verdictOf(err error) Verdict {
-	var r refusal
-	if errors.As(err, &r) {
-		return Verdict(r)
-	}
-	return Refuse.Because("payload.invalid", "%v", err)
 }
 
 // dbNow is the database's clock, so that audit times agree with the

@@ -18,6 +18,7 @@ import (
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/inbox"
+	"github.com/aivedio/pipeline/shared/preview"
 	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/replay"
 	"github.com/aivedio/pipeline/shared/task"
@@ -34,7 +35,7 @@ func TestSubmitForRunningTaskIsStaleNoop(t *testing.T) {
 
 	plan, err := b.desk.Plan(ctx, replay.Ref{ID: uuid.MustParse(submit.EventID)}, "alice")
 	require.NoError(t, err)
-	require.Equal(t, replay.StaleNoop, plan.Verdict.Action, plan.Verdict.Reason)
+	require.Equal(t, preview.StaleNoop, plan.Verdict.Action, plan.Verdict.Reason)
 	require.Equal(t, "submit.not_queued", plan.Verdict.Code)
 	require.Equal(t, replay.StatusDryRun, plan.Status)
 
@@ -118,7 +119,7 @@ func TestSettleReplayedTwiceChargesOnce(t *testing.T) {
 
 	plan, err := b.desk.Plan(ctx, replay.Ref{ID: uuid.MustParse(settle.EventID)}, "alice")
 	require.NoError(t, err)
-	require.Equal(t, replay.Act, plan.Verdict.Action, plan.Verdict.Reason)
+	require.Equal(t, preview.Act, plan.Verdict.Action, plan.Verdict.Reason)
 	require.Equal(t, "settle.held", plan.Verdict.Code)
 	require.Equal(t, ids[0], plan.Message.QuarantineID, "the oldest open copy")
 	require.Equal(t, []uuid.UUID{ids[1]}, plan.Copies)
@@ -131,7 +132,7 @@ func TestSettleReplayedTwiceChargesOnce(t *testing.T) {
 	// The copy cannot be approved a second time.
 	copyPlan, err := b.desk.Plan(ctx, replay.Ref{ID: ids[1]}, "dave")
 	require.NoError(t, err)
-	require.Equal(t, replay.Refuse, copyPlan.Verdict.Action)
+	require.Equal(t, preview.Refuse, copyPlan.Verdict.Action)
 	require.Equal(t, "replay.already_replayed", copyPlan.Verdict.Code)
 	_, err = b.desk.Approve(ctx, copyPlan.ReplayID, approval)
 	require.ErrorIs(t, err, replay.ErrRefused)
@@ -181,7 +182,7 @@ func TestSettleReplayedTwiceChargesOnce(t *testing.T) {
 	b.quarantine(t, deadLetter(t, catalog.GroupSettle, late))
 	latePlan, err := b.desk.Plan(ctx, replay.Ref{ID: uuid.MustParse(late.EventID)}, "alice")
 	require.NoError(t, err)
-	require.Equal(t, replay.StaleNoop, latePlan.Verdict.Action)
+	require.Equal(t, preview.StaleNoop, latePlan.Verdict.Action)
 	require.Equal(t, "settle.settled", latePlan.Verdict.Code)
 	require.Len(t, latePlan.Effects.Ledger, 1)
 	require.Equal(t, billing.Captured, latePlan.Effects.Reservation.Status)
@@ -199,7 +200,7 @@ func TestEveryStepIsAudited(t *testing.T) {
 
 	plan, err := b.desk.Plan(ctx, replay.Ref{ID: uuid.MustParse(submit.EventID)}, "alice")
 	require.NoError(t, err)
-	require.Equal(t, replay.Act, plan.Verdict.Action)
+	require.Equal(t, preview.Act, plan.Verdict.Action)
 	require.Equal(t, "submit.queued", plan.Verdict.Code)
 
 	r, err := b.desk.Get(ctx, plan.ReplayID)
@@ -226,7 +227,7 @@ func TestEveryStepIsAudited(t *testing.T) {
 	b.move(t, tk.ID, task.Submitting)
 	x, err := b.desk.Execute(ctx, plan.ReplayID, "carol")
 	require.NoError(t, err)
-	require.Equal(t, replay.StaleNoop, x.Verdict.Action)
+	require.Equal(t, preview.StaleNoop, x.Verdict.Action)
 
 	r, err = b.desk.Get(ctx, plan.ReplayID)
 	require.NoError(t, err)
@@ -252,7 +253,7 @@ func TestEveryStepIsAudited(t *testing.T) {
 	require.Equal(t, string(task.Submitting), r.Steps[2].TaskStatus)
 	require.Equal(t, x.ReplayEventID.String(), r.Steps[2].ReplayEventID)
 	require.NotNil(t, r.Plan)
-	require.Equal(t, replay.Act, r.Plan.Verdict.Action, "the plan as the dry run found it")
+	require.Equal(t, preview.Act, r.Plan.Verdict.Action, "the plan as the dry run found it")
 
 	// The quarantine view lists the replay.
 	q, err := b.desk.Show(ctx, r.QuarantineID)
@@ -275,7 +276,7 @@ func TestRefusalsAreAuditedAndFinal(t *testing.T) {
 	b.quarantine(t, entry(t, catalog.GroupSubmit, forged, "security.tenant_mismatch"))
 	plan, err := b.desk.Plan(ctx, replay.Ref{ID: uuid.MustParse(forged.EventID)}, "alice")
 	require.NoError(t, err)
-	require.Equal(t, replay.Verdict{Action: replay.Refuse, Code: "security.tenant_mismatch", Reason: plan.Verdict.Reason}, plan.Verdict)
+	require.Equal(t, preview.Verdict{Action: preview.Refuse, Code: "security.tenant_mismatch", Reason: plan.Verdict.Reason}, plan.Verdict)
 
 	rep, err := b.desk.Approve(ctx, plan.ReplayID, approval)
 	require.ErrorIs(t, err, replay.ErrRefused)
@@ -304,7 +305,7 @@ func TestRefusalsAreAuditedAndFinal(t *testing.T) {
 	for i, want := range []string{"task.not_found", "payload.invalid", "envelope.unreadable", "replay.no_rule", "fetch.refused"} {
 		p, err := b.desk.Plan(ctx, replay.Ref{ID: ids[i]}, "alice")
 		require.NoError(t, err)
-		require.Equal(t, replay.Refuse, p.Verdict.Action)
+		require.Equal(t, preview.Refuse, p.Verdict.Action)
 		require.Equal(t, want, p.Verdict.Code, p.Verdict.Reason)
 	}
 	// The message without an event id is recorded under the nil UUID.
@@ -359,7 +360,7 @@ func TestBulkDryRunCountsThenApprovesAndExecutesOnce(t *testing.T) {
 	require.Equal(t, 6, dry.Matched)
 	require.Equal(t, 5, dry.Messages)
 	require.Equal(t, 5, dry.Planned)
-	require.Equal(t, map[replay.Action]int{replay.Act: 2, replay.StaleNoop: 1, replay.Refuse: 2}, dry.Counts)
+	require.Equal(t, map[preview.Action]int{preview.Act: 2, preview.StaleNoop: 1, preview.Refuse: 2}, dry.Counts)
 	require.Zero(t, b.count(t, `SELECT count(*) FROM message_replays`), "a bulk dry run reads only")
 
 	// Narrower filters.

@@ -5,38 +5,10 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/envelope"
-	"github.com/aivedio/pipeline/shared/inbox"
+	"github.com/aivedio/pipeline/shared/preview"
 	"github.com/aivedio/pipeline/shared/quarantine"
-	"github.com/aivedio/pipeline/shared/task"
 )
-
-// Action is what a replay would lead to.
-type Action string
-
-// The actions of a [Verdict].
-const (
-	// Act: the consumer would do its work for the event (and, thanks to the
-	// business keys, only the part not done yet).
-	Act Action = "ACT"
-	// StaleNoop: the task has moved past the event; the consumer would
-	// record it as STALE_NOOP and change nothing. Replaying it is harmless
-	// and clears the quarantine.
-	StaleNoop Action = "STALE_NOOP"
-	// Refuse: the replay would fail again or must never be sent; it is not
-	// approved and never executed.
-	Refuse Action = "REFUSED"
-)
-
-// Verdict is what a replay would do now, and why.
-type Verdict struct {
-	Action Action `json:"action"`
-	// Code is a short stable reason, e.g. "submit.stale" or
-	// "security.tenant_mismatch".
-	Code   string `json:"code"`
-	Reason string `json:"reason"`
-}
 
 // Statuses of a message_replays row.
 const (
@@ -72,10 +44,10 @@ type Report struct {
 	Target     *Destination       `json:"target,omitempty"`
 	// Task is the task the event is about, as it is now; nil when the
 	// event names none or it does not exist.
-	Task         *TaskState `json:"task,omitempty"`
-	Effects      Effects    `json:"effects"`
-	PriorReplays []Prior    `json:"prior_replays,omitempty"`
-	Verdict      Verdict    `json:"verdict"`
+	Task         *preview.TaskState `json:"task,omitempty"`
+	Effects      preview.Effects    `json:"effects"`
+	PriorReplays []Prior            `json:"prior_replays,omitempty"`
+	Verdict      preview.Verdict    `json:"verdict"`
 }
 
 // Destination is where a replay is written: the original topic, tag and
@@ -94,58 +66,6 @@ type Destination struct {
 	// AlsoConsumedBy lists other consumer groups that take this topic and
 	// tag: they receive the replay too, as a new event.
 	AlsoConsumedBy []string `json:"also_consumed_by,omitempty"`
-}
-
-// TaskState is a generation task as it is now.
-type TaskState struct {
-	TaskID          uuid.UUID            `json:"task_id"`
-	TenantID        uuid.UUID            `json:"tenant_id"`
-	Status          string               `json:"status"`
-	Version         int64                `json:"version"`
-	Progress        int                  `json:"progress"`
-	CancelRequested bool                 `json:"cancel_requested"`
-	Provider        string               `json:"provider,omitempty"`
-	ProviderJobID   string               `json:"provider_job_id,omitempty"`
-	NextRetryAt     *time.Time           `json:"next_retry_at,omitempty"`
-	NextPollAt      *time.Time           `json:"next_poll_at,omitempty"`
-	ErrorCode       string               `json:"error_code,omitempty"`
-	UpdatedAt       time.Time            `json:"updated_at"`
-	Timeline        []task.TimelineEntry `json:"timeline"` // the latest transitions, oldest first
-}
-
-// Effects are the side effects already done for the task, and whether the
-// consumer already processed the quarantined event.
-type Effects struct {
-	Attempts    []Attempt             `json:"attempts"`
-	Assets      []Asset               `json:"assets"`
-	Reservation *billing.Reservation  `json:"reservation,omitempty"`
-	Ledger      []billing.LedgerEntry `json:"ledger"`
-	// Inbox is the consumer's inbox_dedup row for the original event; nil
-	// when the consumer never committed it.
-	Inbox *inbox.Record `json:"inbox,omitempty"`
-}
-
-// Attempt is a task_attempts row: one submission to a provider.
-type Attempt struct {
-	AttemptNo      int        `json:"attempt_no"`
-	AttemptID      uuid.UUID  `json:"attempt_id"`
-	Status         string     `json:"status"`
-	Provider       string     `json:"provider"`
-	ProviderJobID  string     `json:"provider_job_id,omitempty"` // the remote job
-	IdempotencyKey string     `json:"provider_idempotency_key"`
-	ErrorCode      string     `json:"error_code,omitempty"`
-	CreatedAt      time.Time  `json:"created_at"`
-	ResponseAt     *time.Time `json:"response_at,omitempty"`
-}
-
-// Asset is an assets row of the task.
-type Asset struct {
-	AssetID       uuid.UUID  `json:"asset_id"`
-	Kind          string     `json:"kind"`
-	ObjectKey     string     `json:"object_key"`
-	SizeBytes     int64      `json:"size_bytes"`
-	SourceAssetID *uuid.UUID `json:"source_asset_id,omitempty"`
-	CreatedAt     time.Time  `json:"created_at"`
 }
 
 // Prior is an earlier replay of the same event to the same consumer.
@@ -167,9 +87,9 @@ type Step struct {
 	Reason   string    `json:"reason,omitempty"`
 	// Verdict is the verdict checked at this step, with the task's state
 	// and version it was checked against.
-	Verdict     *Verdict `json:"verdict,omitempty"`
-	TaskStatus  string   `json:"task_status,omitempty"`
-	TaskVersion int64    `json:"task_version,omitempty"`
+	Verdict     *preview.Verdict `json:"verdict,omitempty"`
+	TaskStatus  string           `json:"task_status,omitempty"`
+	TaskVersion int64            `json:"task_version,omitempty"`
 	// ReplayEventID and Target are set on the executed step.
 	ReplayEventID string       `json:"replay_event_id,omitempty"`
 	Target        *Destination `json:"target,omitempty"`
