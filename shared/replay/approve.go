@@ -20,7 +20,8 @@ import (
 // verdict again against the state now: the row becomes APPROVED and the
 // report returned is the one approved. When the verdict is (or has
 // become) a refusal, the row becomes REJECTED, and the error wraps
-// [ErrRefused] with the reason. Its id is the approval id [Desk.Execute] takes.
+// [ErrRefused] with the reason. Its id is the approval id [Desk.Execute]
+// takes.
 func (desk *Desk) Approve(ctx context.Context, replayID uuid.UUID, d Decision) (Report, error) {
 	if err := d.validate(); err != nil {
 		return Report{}, err

@@ -258,9 +258,9 @@ type ExecuteBulkParams struct {
 }
 
 // ExecuteBulk executes every approval recorded under the ticket that is
-// not executed yet, each as [Desk.Execute] does, one transaction each. Refusals
-// and failures are listed and do not stop the others; calling it again
-// executes only what is left.
+// not executed yet, each as [Desk.Execute] does, one transaction each.
+// Refusals and failures are listed and do not stop the others; calling it
+// again executes only what is left.
 func (desk *Desk) ExecuteBulk(ctx context.Context, p ExecuteBulkParams) (BulkExecution, error) {
 	if err := checkWord("ticket", p.Ticket, maxTicket); err != nil {
 		return BulkExecution{}, err

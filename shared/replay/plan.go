@@ -168,11 +168,11 @@ func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, n
 			if rep.Task, err = preview.ReadTaskState(ctx, q, t); err != nil {
 				return inspection{}, err
 			}
-			inbox := rep.Effects.Inbox
+			committed := rep.Effects.Inbox
 			if rep.Effects, err = preview.ReadEffects(ctx, q, t); err != nil {
 				return inspection{}, err
 			}
-			rep.Effects.Inbox = inbox
+			rep.Effects.Inbox = committed
 		}
 	}
 
