@@ -15,7 +15,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/aivedio/pipeline/functions"
 	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/replay"
 )
 
@@ -62,7 +64,7 @@ func addFilterFlags(fs *flag.FlagSet, withStatus bool) filterFlags {
 		code:     fs.String("code", "", "error code, or a prefix ending in *"),
 		since:    fs.String("since", "", "received at or after T"),
 		until:    fs.String("until", "", "received before T"),
-		limit:    fs.Int("limit", replay.DefaultLimit, "at most N messages"),
+		limit:    fs.Int("limit", quarantine.DefaultLimit, "at most N messages"),
 	}
 	if withStatus {
 		f.status = fs.String("status", "", "QUARANTINED, REPLAYED, DISCARDED or ALL")
@@ -71,24 +73,24 @@ func addFilterFlags(fs *flag.FlagSet, withStatus bool) filterFlags {
 }
 
 // filter reads the flags; times are relative to now.
-func (f filterFlags) filter(now time.Time) (replay.Filter, error) {
-	out := replay.Filter{Consumer: *f.consumer, ErrorClass: *f.class, ErrorCode: *f.code, Limit: *f.limit}
+func (f filterFlags) filter(now time.Time) (quarantine.Filter, error) {
+	out := quarantine.Filter{Consumer: *f.consumer, ErrorClass: *f.class, ErrorCode: *f.code, Limit: *f.limit}
 	if f.status != nil {
 		out.Status = *f.status
 	}
 	var err error
 	if *f.since != "" {
-		if out.Since, err = replay.ParseTime(*f.since, now); err != nil {
+		if out.Since, err = quarantine.ParseTime(*f.since, now); err != nil {
 			return out, fmt.Errorf("--since: %w", err)
 		}
 	}
 	if *f.until != "" {
-		if out.Until, err = replay.ParseTime(*f.until, now); err != nil {
+		if out.Until, err = quarantine.ParseTime(*f.until, now); err != nil {
 			return out, fmt.Errorf("--until: %w", err)
 		}
 	}
-	if out.Limit < 1 || out.Limit > replay.MaxLimit {
-		return out, fmt.Errorf("--limit must be from 1 to %d", replay.MaxLimit)
+	if out.Limit < 1 || out.Limit > quarantine.MaxLimit {
+		return out, fmt.Errorf("--limit must be from 1 to %d", quarantine.MaxLimit)
 	}
 	return out, nil
 }
@@ -126,7 +128,7 @@ func quarantineList(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("%w\n%s", err, quarantineUsage)
 	}
 	return withPool(ctx, opTimeout, func(ctx context.Context, pool *pgxpool.Pool) error {
-		msgs, err := replay.List(ctx, pool, f)
+		msgs, err := quarantine.List(ctx, pool, f)
 		if err != nil {
 			return err
 		}
@@ -154,7 +156,7 @@ func quarantineShow(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("%w\n%s", err, usage)
 	}
 	return withPool(ctx, opTimeout, func(ctx context.Context, pool *pgxpool.Pool) error {
-		q, err := replay.Show(ctx, pool, id)
+		q, err := replay.NewDesk(pool, functions.ReplayRules()).Show(ctx, id)
 		if err != nil {
 			return err
 		}

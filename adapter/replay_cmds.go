@@ -13,6 +13,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/aivedio/pipeline/functions"
+	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/replay"
 )
 
@@ -35,8 +37,8 @@ type replayArgs struct {
 	ticket, operator, reason       string
 	expect                         int
 	json                           bool
-	filter                         replay.Filter // Consumer alone outside --bulk
-	filterSet                      []string      // the filter flags given
+	filter                         quarantine.Filter // Consumer alone outside --bulk
+	filterSet                      []string          // the filter flags given
 }
 
 // runReplay serves `adapter replay`.
@@ -54,7 +56,7 @@ func replayCmd(ctx context.Context, args []string, out io.Writer) error {
 		timeout = bulkOpTimeout
 	}
 	return withPool(ctx, timeout, func(ctx context.Context, pool *pgxpool.Pool) error {
-		return a.run(ctx, pool, out)
+		return a.run(ctx, replay.NewDesk(pool, functions.ReplayRules()), out)
 	})
 }
 
@@ -197,29 +199,29 @@ func without(names []string, drop string) []string {
 }
 
 // run does what the flags ask.
-func (a replayArgs) run(ctx context.Context, db replay.DB, out io.Writer) error {
+func (a replayArgs) run(ctx context.Context, desk *replay.Desk, out io.Writer) error {
 	decision := replay.Decision{Ticket: a.ticket, Operator: a.operator, Reason: a.reason}
 	switch {
 	case a.event != "":
 		ref := replay.Ref{ID: uuid.MustParse(a.event), Consumer: a.filter.Consumer}
-		rep, err := replay.Plan(ctx, db, ref, a.operator)
+		rep, err := desk.Plan(ctx, ref, a.operator)
 		if err != nil {
 			return err
 		}
 		if a.dryRun {
 			return a.print(out, rep, func() { printReport(out, rep) })
 		}
-		return a.approveAndPrint(ctx, db, out, rep.ReplayID, decision)
+		return a.approveAndPrint(ctx, desk, out, rep.ReplayID, decision)
 	case a.plan != "":
-		return a.approveAndPrint(ctx, db, out, uuid.MustParse(a.plan), decision)
+		return a.approveAndPrint(ctx, desk, out, uuid.MustParse(a.plan), decision)
 	case a.approval != "":
-		x, err := replay.Execute(ctx, db, uuid.MustParse(a.approval), a.operator)
+		x, err := desk.Execute(ctx, uuid.MustParse(a.approval), a.operator)
 		if err != nil {
 			return err
 		}
 		return a.print(out, x, func() { printExecution(out, x) })
 	case a.executeTicket != "":
-		x, err := replay.ExecuteBulk(ctx, db, replay.ExecuteBulkParams{Ticket: a.executeTicket, Consumer: a.filter.Consumer, Operator: a.operator})
+		x, err := desk.ExecuteBulk(ctx, replay.ExecuteBulkParams{Ticket: a.executeTicket, Consumer: a.filter.Consumer, Operator: a.operator})
 		if err != nil {
 			return err
 		}
@@ -231,13 +233,13 @@ func (a replayArgs) run(ctx context.Context, db replay.DB, out io.Writer) error 
 		}
 		return nil
 	case a.dryRun:
-		b, err := replay.PlanBulk(ctx, db, a.filter)
+		b, err := desk.PlanBulk(ctx, a.filter)
 		if err != nil {
 			return err
 		}
 		return a.print(out, b, func() { printBulk(out, b, false) })
 	default:
-		b, err := replay.ApproveBulk(ctx, db, a.filter, decision, a.expect)
+		b, err := desk.ApproveBulk(ctx, a.filter, decision, a.expect)
 		if err != nil {
 			return err
 		}
@@ -247,8 +249,8 @@ func (a replayArgs) run(ctx context.Context, db replay.DB, out io.Writer) error 
 
 // approveAndPrint approves a dry run and prints the result; a refusal is
 // printed and returned as the error.
-func (a replayArgs) approveAndPrint(ctx context.Context, db replay.DB, out io.Writer, id uuid.UUID, d replay.Decision) error {
-	rep, err := replay.Approve(ctx, db, id, d)
+func (a replayArgs) approveAndPrint(ctx context.Context, desk *replay.Desk, out io.Writer, id uuid.UUID, d replay.Decision) error {
+	rep, err := desk.Approve(ctx, id, d)
 	if err != nil && !errors.Is(err, replay.ErrRefused) {
 		return err
 	}

@@ -52,7 +52,7 @@ func TestReplayArgumentErrorsSayWhatIsWrong(t *testing.T) {
 		{[]string{"--approval", "x", "--execute"}, `--approval "x" is not a UUID`},
 		{[]string{"--bulk", "--dry-run"}, "--bulk needs --consumer"},
 		{[]string{"--bulk", "--consumer", cg, "--execute"}, "executed by ticket: --execute-ticket T"},
-		{[]string{"--bulk", "--consumer", cg, "--dry-run", "--since", "yesterday"}, `--since: invalid replay request: time "yesterday"`},
+		{[]string{"--bulk", "--consumer", cg, "--dry-run", "--since", "yesterday"}, `--since: invalid quarantine filter: time "yesterday"`},
 		{[]string{"--bulk", "--consumer", cg, "--dry-run", "--limit", "0"}, "--limit must be from 1 to 1000"},
 		{[]string{"--bulk", "--consumer", cg, "--dry-run", "--expect", "3"}, "--expect goes with --bulk --approve"},
 		{append([]string{"--bulk", "--consumer", cg, "--expect", "-1"}, approve...), "--expect must not be negative"},
@@ -79,7 +79,7 @@ func TestQuarantineArgumentErrorsSayWhatIsWrong(t *testing.T) {
 		{[]string{"show", "q-1"}, `quarantine id "q-1" is not a UUID`},
 		{[]string{"list", "cg.x"}, `unexpected argument "cg.x"`},
 		{[]string{"list", "--limit", "5000"}, "--limit must be from 1 to 1000"},
-		{[]string{"list", "--until", "soon"}, `--until: invalid replay request: time "soon"`},
+		{[]string{"list", "--until", "soon"}, `--until: invalid quarantine filter: time "soon"`},
 	} {
 		err := quarantineCmd(t.Context(), tc.args, &bytes.Buffer{})
 		require.ErrorContains(t, err, tc.want, "%q", tc.args)
@@ -124,7 +124,7 @@ func TestReplayCommandsEndToEnd(t *testing.T) {
 	list := cmd("quarantine", "list", "--consumer", catalog.GroupSubmit.Name, "--since", "1h")
 	require.Contains(t, list, submit.EventID)
 	require.Contains(t, list, "1 message(s)")
-	var listed struct{ Items []replay.Message }
+	var listed struct{ Items []quarantine.Message }
 	require.NoError(t, json.Unmarshal([]byte(cmd("quarantine", "list", "--json")), &listed))
 	require.Len(t, listed.Items, 1)
 	qid := listed.Items[0].QuarantineID.String()

@@ -9,6 +9,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/preview"
+	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/replay"
 )
 
@@ -47,7 +50,7 @@ func clip(s string, n int) string {
 	return s
 }
 
-func printList(out io.Writer, msgs []replay.Message, f replay.Filter) {
+func printList(out io.Writer, msgs []quarantine.Message, f quarantine.Filter) {
 	if len(msgs) == 0 {
 		fmt.Fprintln(out, "no quarantined messages match")
 		return
@@ -98,7 +101,7 @@ func printMessageDetail(out io.Writer, q replay.MessageDetail) {
 	_ = w.Flush()
 }
 
-func printMessage(out io.Writer, m replay.Message) {
+func printMessage(out io.Writer, m quarantine.Message) {
 	w := table(out)
 	fmt.Fprintln(w, "MESSAGE")
 	fmt.Fprintf(w, "  quarantine id\t%s (%s)\n", m.QuarantineID, m.Status)
@@ -113,7 +116,7 @@ func printMessage(out io.Writer, m replay.Message) {
 	_ = w.Flush()
 }
 
-func printEvent(out io.Writer, e *replay.Event) {
+func printEvent(out io.Writer, e *envelope.Envelope) {
 	w := table(out)
 	fmt.Fprintln(w, "\nEVENT")
 	fmt.Fprintf(w, "  id / type\t%s %s (schema %d)\n", e.EventID, e.EventType, e.SchemaVersion)
@@ -176,12 +179,12 @@ func printReport(out io.Writer, r replay.Report) {
 		}
 	}
 	fmt.Fprintf(out, "\nVERDICT  %s  (%s)\n  %s\n", r.Verdict.Action, r.Verdict.Code, r.Verdict.Reason)
-	if r.Status == replay.StatusDryRun && r.Verdict.Action != replay.Refuse {
+	if r.Status == replay.StatusDryRun && r.Verdict.Action != preview.Refuse {
 		fmt.Fprintf(out, "\napprove it: go run ./adapter replay --plan %s --approve --ticket T --operator O --reason R\n", r.ReplayID)
 	}
 }
 
-func printEffects(out io.Writer, e replay.Effects) {
+func printEffects(out io.Writer, e preview.Effects) {
 	fmt.Fprintln(out, "\nSIDE EFFECTS ALREADY DONE")
 	w := table(out)
 	if len(e.Attempts) == 0 {
@@ -256,7 +259,7 @@ func printBulk(out io.Writer, b replay.BulkReport, approved bool) {
 	}
 	fmt.Fprintf(out, "\n\n%d open quarantine row(s), %d message(s) (copies of one event count once), %d planned (limit %d)\n",
 		b.Matched, b.Messages, b.Planned, f.Limit)
-	fmt.Fprintf(out, "would act: %d   stale no-op: %d   refused: %d\n", b.Counts[replay.Act], b.Counts[replay.StaleNoop], b.Counts[replay.Refuse])
+	fmt.Fprintf(out, "would act: %d   stale no-op: %d   refused: %d\n", b.Counts[preview.Act], b.Counts[preview.StaleNoop], b.Counts[preview.Refuse])
 	if approved {
 		fmt.Fprintf(out, "approved: %d   refused (REJECTED): %d   approved before under this ticket: %d\n", b.Approved, b.Rejected, b.AlreadyApproved)
 	}

@@ -130,53 +130,17 @@ func TestReadRejectsWhatIsNotACloudEvent(t *testing.T) {
 	}
 }
 
-// recordingConsumer records how messages were settled.
-type recordingConsumer struct {
-	mq.Consumer
-	acked     []string
-	invisible map[string]time.Duration
-}
-
-func (c *recordingConsumer) Ack(_ context.Context, r *mq.Received) error {
-	c.acked = append(c.acked, r.MessageID)
-	return nil
-}
-
-func (c *recordingConsumer) ChangeInvisibleDuration(_ context.Context, r *mq.Received, d time.Duration) error {
-	c.invisible[r.MessageID] = d
-	return nil
-}
-
-func (c *recordingConsumer) Receive(context.Context, int, time.Duration) ([]*mq.Received, error) {
-	return []*mq.Received{
-		{MessageID: "ok", DeliveryAttempt: 1},
-		{MessageID: "nack", DeliveryAttempt: 3},
-		{MessageID: "failed", DeliveryAttempt: 1},
-	}, nil
-}
-
+// Finish hands the result to the settle function the message was made
+// with, and is a no-op without one.
 func TestFinishSettles(t *testing.T) {
 	t.Parallel()
-	consumer := &recordingConsumer{invisible: map[string]time.Duration{}}
-	r := cerocketmq.NewReceiver(consumer, cerocketmq.ReceiverParams{
-		RetryDelay: cerocketmq.ExponentialDelay(time.Second, time.Minute),
+	var got []error
+	m := cerocketmq.NewMessage(&mq.Received{MessageID: "m-1"}, func(err error) error {
+		got = append(got, err)
+		return nil
 	})
-	ctx := context.Background()
-	for _, result := range []error{nil, protocol.ResultNACK, context.DeadlineExceeded} {
-		m, err := r.Receive(ctx)
-		require.NoError(t, err)
-		require.NoError(t, m.Finish(result))
-	}
-	require.Equal(t, []string{"ok"}, consumer.acked)
-	require.Equal(t, map[string]time.Duration{"nack": 4 * time.Second, "failed": time.Second}, consumer.invisible)
-}
-
-func TestExponentialDelay(t *testing.T) {
-	t.Parallel()
-	delay := cerocketmq.ExponentialDelay(10*time.Second, time.Minute)
-	require.Equal(t, 10*time.Second, delay(1))
-	require.Equal(t, 20*time.Second, delay(2))
-	require.Equal(t, 40*time.Second, delay(3))
-	require.Equal(t, time.Minute, delay(4))
-	require.Equal(t, time.Minute, delay(400))
+	require.NoError(t, m.Finish(nil))
+	require.NoError(t, m.Finish(protocol.ResultNACK))
+	require.Equal(t, []error{nil, protocol.ResultNACK}, got)
+	require.NoError(t, cerocketmq.NewMessage(&mq.Received{}, nil).Finish(protocol.ResultNACK))
 }

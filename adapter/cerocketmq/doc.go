@@ -1,17 +1,17 @@
 // Package cerocketmq is a CloudEvents protocol binding for RocketMQ 5, shaped
 // like cloudevents/sdk-go's own transports: [WriteMessage] turns any
 // binding.Message into a broker message, [Sender] is a protocol.Sender over an
-// mq.Producer, and [Receiver] is a protocol.Receiver over an mq.Consumer whose
-// messages settle on Finish.
+// mq.Producer, and [NewMessage] reads a received broker message as a
+// binding.Message.
 //
 // # Mapping
 //
-// Binary mode (the default) puts every context attribute and extension in a
-// message property named "CE_" + its name (CE_id, CE_source, CE_type,
-// CE_tenantid, ...) and the data in the body. The content type has one
-// spelling in both modes, [PropertyContentType] (CE_datacontenttype): in
-// binary mode it holds the data's content type, in structured mode
-// "application/cloudevents+json", and the body is the whole event in JSON.
+// Attributes, extensions and data map to message properties and body as
+// shared/ceprops defines: binary mode (the default) puts every context
+// attribute and extension in a property named "CE_" + its name and the data
+// in the body; structured mode puts the whole event in the body under the
+// content type "application/cloudevents+json". Writing and reading share
+// that one mapping with replay, which reads quarantined messages back.
 //
 // RocketMQ's own fields, which the draft RocketMQ binding leaves open, are
 // filled the same way in both modes:
@@ -24,10 +24,8 @@
 //
 // # Settlement
 //
-// A message from [Receiver] is ACKed by Finish(nil) or Finish(protocol.ResultACK).
-// Any other Finish error hands it back to the broker: its invisible duration
-// becomes the receiver's retry delay for its delivery attempt, after which it
-// is delivered again, until the consumer group's maximum delivery attempts
-// send it to the group's dead-letter topic. Finish must be called only once
+// A [Message] settles through the function it was made with: Finish calls
+// it, and nil makes Finish a no-op. The source adapter and the dead-letter
+// drain read messages this way and ACK or hand them back themselves, once
 // the effect of the event is durable: an ACK is final.
 package cerocketmq

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aivedio/pipeline/adapter/cerocketmq"
+	"github.com/aivedio/pipeline/adapter/mq"
 	"github.com/aivedio/pipeline/adapter/mq/rocketmq"
 	"github.com/aivedio/pipeline/adapter/mq/rocketmqtest"
 	"github.com/aivedio/pipeline/shared/catalog"
@@ -71,8 +72,17 @@ func TestRealBroker(t *testing.T) {
 	t.Run("topic type is enforced by the proxy", func(t *testing.T) { t.Parallel(); b.typeCheck(t) })
 }
 
+// receiver reads one consumer group's messages as the source adapter does:
+// received for invisible, ACKed on Finish(nil), handed back for retry on
+// any other Finish.
+type receiver struct {
+	c         mq.Consumer
+	invisible time.Duration
+	retry     time.Duration
+}
+
 // receiver starts a consumer of group on topic, filtered on tag.
-func (b *brokerBundle) receiver(t *testing.T, group string, topic catalog.Topic, tag string, params cerocketmq.ReceiverParams) *cerocketmq.Receiver {
+func (b *brokerBundle) receiver(t *testing.T, group string, topic catalog.Topic, tag string) *receiver {
 	t.Helper()
 	c, err := rocketmq.NewConsumer(b.cfg, rocketmq.ConsumerParams{
 		Group:   b.groups[group].Name,
@@ -81,7 +91,7 @@ func (b *brokerBundle) receiver(t *testing.T, group string, topic catalog.Topic,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
-	return cerocketmq.NewReceiver(c, params)
+	return &receiver{c: c, invisible: config.DefaultSourceInvisible, retry: 10 * time.Second}
 }
 
 func (b *brokerBundle) send(t *testing.T, ctx context.Context, topic catalog.Topic, ev event.Event) {
@@ -91,13 +101,26 @@ func (b *brokerBundle) send(t *testing.T, ctx context.Context, topic catalog.Top
 	require.NotEmpty(t, id)
 }
 
-func receiveOne(t *testing.T, r *cerocketmq.Receiver, within time.Duration) *cerocketmq.Message {
+func receiveOne(t *testing.T, r *receiver, within time.Duration) *cerocketmq.Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
-	m, err := r.Receive(ctx)
-	require.NoError(t, err, "no message within %s", within)
-	return m.(*cerocketmq.Message)
+	for {
+		batch, err := r.c.Receive(ctx, 1, r.invisible)
+		require.NoError(t, err, "no message within %s", within)
+		if len(batch) == 0 {
+			continue
+		}
+		msg := batch[0]
+		return cerocketmq.NewMessage(msg, func(result error) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if protocol.IsACK(result) {
+				return r.c.Ack(ctx, msg)
+			}
+			return r.c.ChangeInvisibleDuration(ctx, msg, r.retry)
+		})
+	}
 }
 
 func eventWithTag(t *testing.T, tag string) event.Event {
@@ -109,7 +132,7 @@ func eventWithTag(t *testing.T, tag string) event.Event {
 
 func (b *brokerBundle) roundTrip(t *testing.T, group string, ctx context.Context) {
 	tag := "roundtrip." + group
-	r := b.receiver(t, group, b.normal, tag, cerocketmq.ReceiverParams{})
+	r := b.receiver(t, group, b.normal, tag)
 	ev := eventWithTag(t, tag)
 	b.send(t, ctx, b.normal, ev)
 
@@ -125,10 +148,8 @@ func (b *brokerBundle) roundTrip(t *testing.T, group string, ctx context.Context
 
 func (b *brokerBundle) redeliver(t *testing.T) {
 	tag := "redeliver"
-	r := b.receiver(t, "redeliver", b.normal, tag, cerocketmq.ReceiverParams{
-		Invisible:  20 * time.Second,
-		RetryDelay: func(int) time.Duration { return time.Second },
-	})
+	r := b.receiver(t, "redeliver", b.normal, tag)
+	r.invisible, r.retry = 20*time.Second, time.Second
 	ev := eventWithTag(t, tag)
 	b.send(t, context.Background(), b.normal, ev)
 
@@ -145,7 +166,7 @@ func (b *brokerBundle) redeliver(t *testing.T) {
 
 func (b *brokerBundle) delayed(t *testing.T) {
 	tag := "delayed"
-	r := b.receiver(t, "delay", b.delay, tag, cerocketmq.ReceiverParams{})
+	r := b.receiver(t, "delay", b.delay, tag)
 	ev := eventWithTag(t, tag)
 	due := time.Now().Add(6 * time.Second)
 	b.send(t, cerocketmq.WithDeliveryTime(context.Background(), due), b.delay, ev)
@@ -160,7 +181,7 @@ func (b *brokerBundle) delayed(t *testing.T) {
 
 func (b *brokerBundle) fifoOrder(t *testing.T) {
 	tag := "fifo"
-	r := b.receiver(t, "fifo", b.fifo, tag, cerocketmq.ReceiverParams{})
+	r := b.receiver(t, "fifo", b.fifo, tag)
 	const perGroup = 10
 	sent := map[string][]string{}
 	for i := range perGroup {

@@ -15,19 +15,8 @@ import (
 	"github.com/cloudevents/sdk-go/v2/types"
 
 	"github.com/aivedio/pipeline/adapter/mq"
+	"github.com/aivedio/pipeline/shared/ceprops"
 )
-
-// Property names of the binding.
-const (
-	// PropertyPrefix starts every CloudEvents property.
-	PropertyPrefix = "CE_"
-	// PropertyContentType is the single content-type property of both modes.
-	PropertyContentType = PropertyPrefix + "datacontenttype"
-	// ContentTypeStructured marks a structured-mode message.
-	ContentTypeStructured = "application/cloudevents+json"
-)
-
-var specVersion = PropertyPrefix + "specversion"
 
 type ctxKey int
 
@@ -103,7 +92,7 @@ var (
 
 func (w *messageWriter) SetStructuredEvent(ctx context.Context, f format.Format, event io.Reader) error {
 	if f != format.JSON {
-		return fmt.Errorf("structured format %s is not supported (only %s)", f.MediaType(), ContentTypeStructured)
+		return fmt.Errorf("structured format %s is not supported (only %s)", f.MediaType(), ceprops.ContentTypeStructured)
 	}
 	body, err := io.ReadAll(event)
 	if err != nil {
@@ -118,7 +107,7 @@ func (w *messageWriter) SetStructuredEvent(ctx context.Context, f format.Format,
 		return fmt.Errorf("structured event is not JSON: %w", err)
 	}
 	w.id, w.eventType = e.ID, e.Type
-	w.out.Properties[PropertyContentType] = ContentTypeStructured
+	w.out.Properties[ceprops.ContentType] = ceprops.ContentTypeStructured
 	w.out.Body = body
 	return nil
 }
@@ -127,7 +116,7 @@ func (w *messageWriter) Start(ctx context.Context) error { return nil }
 func (w *messageWriter) End(ctx context.Context) error   { return nil }
 
 func (w *messageWriter) SetAttribute(attribute spec.Attribute, value any) error {
-	key := PropertyPrefix + attribute.Name()
+	key := ceprops.Prefix + attribute.Name()
 	if value == nil {
 		delete(w.out.Properties, key)
 		return nil
@@ -147,7 +136,7 @@ func (w *messageWriter) SetAttribute(attribute spec.Attribute, value any) error 
 }
 
 func (w *messageWriter) SetExtension(name string, value any) error {
-	key := PropertyPrefix + name
+	key := ceprops.Prefix + name
 	if value == nil {
 		delete(w.out.Properties, key)
 		return nil

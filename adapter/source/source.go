@@ -74,7 +74,7 @@ type Params struct {
 	HandlerTimeout time.Duration
 	// RetryDelay gives the backoff after a failed attempt; exponential from
 	// 10 s (RocketMQ's minimum invisible time) to 10 min when nil.
-	RetryDelay cerocketmq.RetryDelayFunc
+	RetryDelay RetryDelayFunc
 	// DrainTimeout bounds the wait for in-flight work at stop; 30 s when zero.
 	DrainTimeout time.Duration
 	Logger       *slog.Logger
@@ -97,7 +97,7 @@ func New(p Params) *Source {
 	p.Invisible = cmp.Or(max(p.Invisible, 0), config.DefaultSourceInvisible)
 	p.HandlerTimeout = cmp.Or(max(p.HandlerTimeout, 0), config.DefaultSourceHandlerTimeout)
 	if p.RetryDelay == nil {
-		p.RetryDelay = cerocketmq.ExponentialDelay(10*time.Second, 10*time.Minute)
+		p.RetryDelay = ExponentialDelay(10*time.Second, 10*time.Minute)
 	}
 	if p.DrainTimeout <= 0 {
 		p.DrainTimeout = 30 * time.Second

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aivedio/pipeline/functions"
 	"github.com/aivedio/pipeline/functions/api"
 	"github.com/aivedio/pipeline/functions/stage/stagetest"
 	"github.com/aivedio/pipeline/shared/billing"
@@ -27,6 +28,7 @@ import (
 	"github.com/aivedio/pipeline/shared/dbtest"
 	"github.com/aivedio/pipeline/shared/live"
 	"github.com/aivedio/pipeline/shared/provider"
+	"github.com/aivedio/pipeline/shared/replay"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
 )
@@ -65,6 +67,7 @@ func setupWith(t *testing.T, pool *pgxpool.Pool, rdb *redis.Client) *testBundle 
 		Limits:     config.API{MaxBodyBytes: maxBodyBytes, MaxPromptChars: maxPromptChars, DownloadTTL: 15 * time.Minute},
 		Models:     []string{testModel, "acme/video-2"},
 		Price:      billing.Price{DefaultPerSecond: pricePerSecond},
+		Replay:     replay.NewDesk(pool, functions.ReplayRules()),
 		Logger:     slog.New(slog.NewTextHandler(t.Output(), nil)),
 		Heartbeat:  200 * time.Millisecond,
 		Registerer: prometheus.NewRegistry(),

@@ -13,13 +13,15 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/replay"
 	"github.com/aivedio/pipeline/shared/tenant"
 )
 
 // The admin endpoints of quarantine and replay (DESIGN.md §7), for keys of
-// role admin only. They are thin: shared/replay does the work, the same
-// calls as `go run ./adapter quarantine` and `go run ./adapter replay`.
+// role admin only. They are thin: shared/quarantine lists and shared/replay
+// does the rest, the same calls as `go run ./adapter quarantine` and `go run
+// ./adapter replay`.
 //
 //	GET  /v1/admin/quarantine                  list (?consumer, error_class, error_code, status, since, until, limit)
 //	GET  /v1/admin/quarantine/{id}             one message whole, with its replays
@@ -45,7 +47,7 @@ const (
 )
 
 const (
-	// bulkTimeout bounds a bulk call (up to replay.MaxLimit messages),
+	// bulkTimeout bounds a bulk call (up to quarantine.MaxLimit messages),
 	// inside the API server's 60 s write timeout. A bulk step that runs out
 	// keeps what it committed, one message at a time: call it again, or
 	// lower the limit.
@@ -65,20 +67,20 @@ func (s *Server) listQuarantine(w http.ResponseWriter, r *http.Request, _ tenant
 			return errorf(http.StatusBadRequest, CodeInvalidField, "unknown query parameter %q; the accepted ones are %s", truncate(name, 64), joinComma(listQuarantineParams))
 		}
 	}
-	f := replay.Filter{Consumer: q.Get("consumer"), ErrorClass: q.Get("error_class"), ErrorCode: q.Get("error_code"), Status: q.Get("status")}
+	f := quarantine.Filter{Consumer: q.Get("consumer"), ErrorClass: q.Get("error_class"), ErrorCode: q.Get("error_code"), Status: q.Get("status")}
 	if e := s.times(q, &f); e != nil {
 		return e
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			return errorf(http.StatusBadRequest, CodeInvalidField, "limit must be an integer from 1 to %d, not %q", replay.MaxLimit, truncate(v, 32))
+			return errorf(http.StatusBadRequest, CodeInvalidField, "limit must be an integer from 1 to %d, not %q", quarantine.MaxLimit, truncate(v, 32))
 		}
 		f.Limit = n
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), dbTimeout)
 	defer cancel()
-	msgs, err := replay.List(ctx, s.pool, f)
+	msgs, err := quarantine.List(ctx, s.pool, f)
 	if err != nil {
 		return s.replayError(ctx, "list quarantine", err)
 	}
@@ -87,15 +89,15 @@ func (s *Server) listQuarantine(w http.ResponseWriter, r *http.Request, _ tenant
 }
 
 // times reads since and until, RFC 3339 or an age such as 24h.
-func (s *Server) times(q url.Values, f *replay.Filter) *apiError {
+func (s *Server) times(q url.Values, f *quarantine.Filter) *apiError {
 	for _, p := range []struct {
 		name string
 		dst  *time.Time
 	}{{"since", &f.Since}, {"until", &f.Until}} {
 		if v := q.Get(p.name); v != "" {
-			t, err := replay.ParseTime(v, s.now())
+			t, err := quarantine.ParseTime(v, s.now())
 			if err != nil {
-				return errorf(http.StatusBadRequest, CodeInvalidField, "%s: %s", p.name, strings.TrimPrefix(err.Error(), replay.ErrInvalid.Error()+": "))
+				return errorf(http.StatusBadRequest, CodeInvalidField, "%s: %s", p.name, reasonOf(err))
 			}
 			*p.dst = t
 		}
@@ -111,7 +113,7 @@ func (s *Server) showQuarantine(w http.ResponseWriter, r *http.Request, _ tenant
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), dbTimeout)
 	defer cancel()
-	q, err := replay.Show(ctx, s.pool, id)
+	q, err := s.replay.Show(ctx, id)
 	if err != nil {
 		return s.replayError(ctx, "show quarantined message", err)
 	}
@@ -149,7 +151,7 @@ func (s *Server) planReplay(w http.ResponseWriter, r *http.Request, p tenant.Pri
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), dbTimeout)
 	defer cancel()
-	rep, err := replay.Plan(ctx, s.pool, replay.Ref{ID: id, Consumer: b.Consumer}, operator)
+	rep, err := s.replay.Plan(ctx, replay.Ref{ID: id, Consumer: b.Consumer}, operator)
 	if err != nil {
 		return s.replayError(ctx, "plan replay", err)
 	}
@@ -169,7 +171,7 @@ func (s *Server) getReplay(w http.ResponseWriter, r *http.Request, _ tenant.Prin
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), dbTimeout)
 	defer cancel()
-	rp, err := replay.Get(ctx, s.pool, id)
+	rp, err := s.replay.Get(ctx, id)
 	if err != nil {
 		return s.replayError(ctx, "read replay", err)
 	}
@@ -192,7 +194,7 @@ func (s *Server) approveReplay(w http.ResponseWriter, r *http.Request, p tenant.
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), dbTimeout)
 	defer cancel()
-	rep, err := replay.Approve(ctx, s.pool, id, d)
+	rep, err := s.replay.Approve(ctx, id, d)
 	if err != nil {
 		if errors.Is(err, replay.ErrRefused) {
 			s.audit(ctx, "replay refused", p, slog.String("replay_id", id.String()), slog.String("ticket", d.Ticket), slog.String("verdict_code", rep.Verdict.Code))
@@ -228,7 +230,7 @@ func (s *Server) executeReplay(w http.ResponseWriter, r *http.Request, p tenant.
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), dbTimeout)
 	defer cancel()
-	x, err := replay.Execute(ctx, s.pool, id, operator)
+	x, err := s.replay.Execute(ctx, id, operator)
 	if err != nil {
 		return s.replayError(ctx, "execute replay", err)
 	}
@@ -254,8 +256,8 @@ type bulkBody struct {
 	Expect   int    `json:"expect"`
 }
 
-func (s *Server) bulkFilter(b bulkBody) (replay.Filter, *apiError) {
-	f := replay.Filter{Consumer: b.Consumer, ErrorClass: b.ErrorClass, ErrorCode: b.ErrorCode, Limit: b.Limit}
+func (s *Server) bulkFilter(b bulkBody) (quarantine.Filter, *apiError) {
+	f := quarantine.Filter{Consumer: b.Consumer, ErrorClass: b.ErrorClass, ErrorCode: b.ErrorCode, Limit: b.Limit}
 	return f, s.times(url.Values{"since": {b.Since}, "until": {b.Until}}, &f)
 }
 
@@ -274,7 +276,7 @@ func (s *Server) planBulk(w http.ResponseWriter, r *http.Request, _ tenant.Princ
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), bulkTimeout)
 	defer cancel()
-	rep, err := replay.PlanBulk(ctx, s.pool, f)
+	rep, err := s.replay.PlanBulk(ctx, f)
 	if err != nil {
 		return s.replayError(ctx, "plan bulk replay", err)
 	}
@@ -301,7 +303,7 @@ func (s *Server) approveBulk(w http.ResponseWriter, r *http.Request, p tenant.Pr
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), bulkTimeout)
 	defer cancel()
-	rep, err := replay.ApproveBulk(ctx, s.pool, f, d, b.Expect)
+	rep, err := s.replay.ApproveBulk(ctx, f, d, b.Expect)
 	if err != nil {
 		return s.replayError(ctx, "approve bulk replay", err)
 	}
@@ -331,7 +333,7 @@ func (s *Server) executeBulk(w http.ResponseWriter, r *http.Request, p tenant.Pr
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), bulkTimeout)
 	defer cancel()
-	x, err := replay.ExecuteBulk(ctx, s.pool, replay.ExecuteBulkParams{Ticket: b.Ticket, Consumer: b.Consumer, Operator: operator})
+	x, err := s.replay.ExecuteBulk(ctx, replay.ExecuteBulkParams{Ticket: b.Ticket, Consumer: b.Consumer, Operator: operator})
 	if err != nil {
 		return s.replayError(ctx, "execute bulk replay", err)
 	}
@@ -371,12 +373,12 @@ func pathID(r *http.Request, what, from string) (uuid.UUID, *apiError) {
 	return id, nil
 }
 
-// replayError maps an error of package replay to a response: the
-// operator's mistakes with their reason, ours as a 500.
+// replayError maps an error of package replay or quarantine to a
+// response: the operator's mistakes with their reason, ours as a 500.
 func (s *Server) replayError(ctx context.Context, what string, err error) *apiError {
 	switch {
-	case errors.Is(err, replay.ErrInvalid):
-		return errorf(http.StatusBadRequest, CodeInvalidField, "%s", strings.TrimPrefix(err.Error(), replay.ErrInvalid.Error()+": "))
+	case errors.Is(err, replay.ErrInvalid), errors.Is(err, quarantine.ErrInvalid):
+		return errorf(http.StatusBadRequest, CodeInvalidField, "%s", reasonOf(err))
 	case errors.Is(err, replay.ErrNotFound):
 		return errorf(http.StatusNotFound, CodeNotFound, "%s", err.Error())
 	case errors.Is(err, replay.ErrAmbiguous):
@@ -391,6 +393,12 @@ func (s *Server) replayError(ctx context.Context, what string, err error) *apiEr
 		return errorf(http.StatusConflict, CodeQuarantineChanged, "%s", err.Error())
 	}
 	return s.internal(ctx, what, err)
+}
+
+// reasonOf is an invalid request's reason without the sentinels' words.
+func reasonOf(err error) string {
+	msg := strings.TrimPrefix(err.Error(), replay.ErrInvalid.Error()+": ")
+	return strings.TrimPrefix(msg, quarantine.ErrInvalid.Error()+": ")
 }
 
 // audit logs an operator step with the key that made it; message_replays

@@ -21,6 +21,7 @@ import (
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/preview"
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/replay"
@@ -88,7 +89,7 @@ func TestReplayOfStaleSubmitThroughTheAPI(t *testing.T) {
 	require.Equal(t, http.StatusCreated, plan.status, "%s", plan.body)
 	var rep replay.Report
 	require.NoError(t, json.Unmarshal(plan.body, &rep))
-	require.Equal(t, replay.StaleNoop, rep.Verdict.Action, rep.Verdict.Reason)
+	require.Equal(t, preview.StaleNoop, rep.Verdict.Action, rep.Verdict.Reason)
 	require.Equal(t, "PROVIDER_RUNNING", rep.Task.Status)
 	require.Equal(t, "job-1", rep.Effects.Attempts[0].ProviderJobID)
 	require.Equal(t, "/v1/admin/replays/"+rep.ReplayID.String(), plan.header.Get("Location"))
@@ -167,7 +168,7 @@ func TestBulkReplayThroughTheAPIChargesOnce(t *testing.T) {
 	var dry replay.BulkReport
 	require.NoError(t, json.Unmarshal(r.body, &dry))
 	require.Equal(t, 2, dry.Messages)
-	require.Equal(t, map[replay.Action]int{replay.Act: 1, replay.StaleNoop: 1, replay.Refuse: 0}, dry.Counts)
+	require.Equal(t, map[preview.Action]int{preview.Act: 1, preview.StaleNoop: 1, preview.Refuse: 0}, dry.Counts)
 
 	decision := `"ticket":"OPS-9","operator":"bob","reason":"settle backlog after the outage"`
 	r = admin("/v1/admin/replays/bulk/approve", `{`+filter+`,`+decision+`,"expect":3}`)

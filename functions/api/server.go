@@ -15,6 +15,7 @@ import (
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/replay"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
@@ -39,7 +40,10 @@ type Options struct {
 	// Models are the model names a generation may ask for.
 	Models []string
 	// Price is what a generation reserves; every model must cost more than 0.
-	Price  billing.Price
+	Price billing.Price
+	// Replay serves the admin replay endpoints: replay.NewDesk on the same
+	// pool with the rules of the build's stages (functions.ReplayRules).
+	Replay *replay.Desk
 	Logger *slog.Logger
 	// Registerer receives the API's metrics; nil registers none.
 	Registerer prometheus.Registerer
@@ -60,6 +64,7 @@ type Server struct {
 	downloadTTL time.Duration
 	models      []string // sorted, for lookups and messages
 	price       billing.Price
+	replay      *replay.Desk
 	log         *slog.Logger
 	metrics     *metrics
 	hub         *hub
@@ -76,14 +81,17 @@ const dbTimeout = 10 * time.Second
 var origin = task.Origin{Producer: "api"}
 
 // New builds a Server. It panics on a programming error: no pool, no
-// Redis, no models, a model that costs nothing, or two parsers for one
-// provider.
+// Redis, no replay desk, no models, a model that costs nothing, or two
+// parsers for one provider.
 func New(o Options) *Server {
 	if o.Pool == nil {
 		panic("api.New: Pool is required")
 	}
 	if o.Redis == nil {
 		panic("api.New: Redis is required")
+	}
+	if o.Replay == nil {
+		panic("api.New: Replay is required")
 	}
 	if len(o.Models) == 0 {
 		panic("api.New: Models must list at least one model")
@@ -118,6 +126,7 @@ func New(o Options) *Server {
 		limits:    o.Limits,
 		models:    slices.Sorted(slices.Values(o.Models)),
 		price:     o.Price,
+		replay:    o.Replay,
 		log:       o.Logger,
 		metrics:   newMetrics(o.Registerer),
 		heartbeat: o.Heartbeat,

@@ -18,6 +18,7 @@ import (
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/replay"
 	"github.com/aivedio/pipeline/shared/tenant"
 )
 
@@ -31,7 +32,7 @@ func TestBrokerDownShedsLowPriorityCreates(t *testing.T) {
 	srv := api.New(api.Options{Pool: pool, Redis: stagetest.NewRedis(t), Blob: fakePresigner{},
 		Limits: config.API{MaxBodyBytes: maxBodyBytes, MaxPromptChars: maxPromptChars, DownloadTTL: 15 * time.Minute,
 			ShedAfter: 30 * time.Second, ShedBelow: 5},
-		Models: []string{testModel}, Price: billing.Price{DefaultPerSecond: pricePerSecond},
+		Models: []string{testModel}, Price: billing.Price{DefaultPerSecond: pricePerSecond}, Replay: replay.NewDesk(pool, nil),
 		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)

@@ -69,12 +69,13 @@ type transcoder struct{ Params }
 func New(p Params) *stage.Function {
 	s := &transcoder{Params: p}
 	return stage.NewTyped(stage.Typed[task.Postprocess]{Group: catalog.GroupTranscode, DB: p.Pool, Logger: p.Logger, Work: s.work,
-		// A finished task's background retry of a derivative it went
-		// without is work too.
-		Acts: func(t task.Task, req task.Postprocess) bool {
-			return task.PostprocessActs(t) || task.DerivativeRetryActs(t, catalog.DerivativeKind(req.Step))
-		},
-		Untasked: s.upload})
+		Acts: acts, Untasked: s.upload})
+}
+
+// acts reports whether the stage works on t for req: a finished task's
+// background retry of a derivative it went without is work too.
+func acts(t task.Task, req task.Postprocess) bool {
+	return task.PostprocessActs(t) || task.DerivativeRetryActs(t, catalog.DerivativeKind(req.Step))
 }
 
 func (s *transcoder) work(ctx context.Context, delivery stage.Delivery[task.Postprocess]) error {

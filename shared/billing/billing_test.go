@@ -140,3 +140,29 @@ func TestPrice(t *testing.T) {
 	require.EqualValues(t, 100, p.Of("hd", 4))
 	require.EqualValues(t, 40, p.Of("other", 4))
 }
+
+func TestOfTaskReadsTheReservationAndItsLedger(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 100)
+	id := b.reservedTask(t, 40)
+	res, ledger, err := billing.OfTask(t.Context(), b.pool, b.tenantID, id)
+	require.NoError(t, err)
+	require.NotNil(t, res)
+	require.Equal(t, billing.Held, res.Status)
+	require.EqualValues(t, 40, res.Amount)
+	require.Nil(t, res.SettledAt)
+	require.Empty(t, ledger)
+
+	b.tx(t, func(tx pgx.Tx) error { _, err := billing.Capture(t.Context(), tx, id); return err })
+	res, ledger, err = billing.OfTask(t.Context(), b.pool, b.tenantID, id)
+	require.NoError(t, err)
+	require.Equal(t, billing.Captured, res.Status)
+	require.NotNil(t, res.SettledAt)
+	require.Len(t, ledger, 1)
+	require.Equal(t, res.ReservationID.String(), ledger[0].BusinessID, "a capture is keyed by the reservation")
+
+	res, ledger, err = billing.OfTask(t.Context(), b.pool, b.tenantID, uuid.New())
+	require.NoError(t, err)
+	require.Nil(t, res)
+	require.Empty(t, ledger)
+}

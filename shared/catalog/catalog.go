@@ -12,6 +12,7 @@ package catalog
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -175,6 +176,26 @@ func GroupByName(name string) (Group, error) {
 		}
 	}
 	return Group{}, fmt.Errorf("unknown consumer group %q (known: %s)", name, strings.Join(groupNames(), ", "))
+}
+
+// TopicByName finds a topic by its firm name or its broker name.
+func TopicByName(name string) (Topic, bool) {
+	for _, t := range Topics() {
+		if t.Name == name || t.BrokerName() == name {
+			return t, true
+		}
+	}
+	return Topic{}, false
+}
+
+// Takes reports whether g receives messages with tag on topic t.
+func (g Group) Takes(t Topic, tag string) bool {
+	for _, s := range g.Subscriptions {
+		if s.Topic.Name == t.Name && (len(s.Tags) == 0 || slices.Contains(s.Tags, tag)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Stages lists the stage names that handle a consumer group, without repeats,

@@ -81,3 +81,18 @@ func TestDerivativeKinds(t *testing.T) {
 		t.Errorf("kind SOURCE is made by step %q, want none", s)
 	}
 }
+
+func TestTopicByNameAndTakes(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{catalog.GenerationStateFIFO.Name, catalog.GenerationStateFIFO.BrokerName()} {
+		got, ok := catalog.TopicByName(name)
+		require.True(t, ok, name)
+		require.Equal(t, catalog.GenerationStateFIFO, got)
+	}
+	_, ok := catalog.TopicByName("%DLQ%cg_asset_probe_v1")
+	require.False(t, ok)
+
+	require.True(t, catalog.GroupProbe.Takes(catalog.AssetPostprocess, catalog.TagProbe))
+	require.False(t, catalog.GroupProbe.Takes(catalog.AssetPostprocess, catalog.TagThumbnail), "the transcode group's tag")
+	require.False(t, catalog.GroupProbe.Takes(catalog.AssetFetch, catalog.TagProbe), "another topic")
+}

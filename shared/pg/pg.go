@@ -5,6 +5,7 @@ package pg
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -22,4 +23,14 @@ type Querier interface {
 type DB interface {
 	Querier
 	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// UTC is *t in UTC, and nil for nil: the packages report the nullable
+// timestamps they read in UTC, whatever the session's time zone.
+func UTC(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }

@@ -1,14 +1,3 @@
-// Package quarantine records messages that can never be processed
-// (DESIGN.md §6): poison the source adapter refused, and dead letters the DLQ
-// drain moved out of the broker.
-//
-// # Guarantee
-//
-// Write is idempotent on (consumer, broker message id): a crash between the
-// write and the broker ACK, or the same message quarantined once by the
-// adapter and again from the dead-letter queue, leaves one row. The caller
-// ACKs only after Write returned nil, so a message is never both unrecorded
-// and settled.
 package quarantine
 
 import (
@@ -16,9 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/aivedio/pipeline/shared/pg"
 
 	"github.com/google/uuid"
+
+	"github.com/aivedio/pipeline/shared/pg"
 )
 
 // Source says who quarantined a message.

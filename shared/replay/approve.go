@@ -10,14 +10,19 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/aivedio/pipeline/shared/pg"
+	"github.com/aivedio/pipeline/shared/preview"
+	"github.com/aivedio/pipeline/shared/quarantine"
 )
 
 // Approve approves the dry run replayID under d, after checking its
 // verdict again against the state now: the row becomes APPROVED and the
 // report returned is the one approved. When the verdict is (or has
 // become) a refusal, the row becomes REJECTED, and the error wraps
-// [ErrRefused] with the reason. Its id is the approval id [Execute] takes.
-func Approve(ctx context.Context, db DB, replayID uuid.UUID, d Decision) (Report, error) {
+// [ErrRefused] with the reason. Its id is the approval id [Desk.Execute]
+// takes.
+func (desk *Desk) Approve(ctx context.Context, replayID uuid.UUID, d Decision) (Report, error) {
 	if err := d.validate(); err != nil {
 		return Report{}, err
 	}
@@ -25,7 +30,7 @@ func Approve(ctx context.Context, db DB, replayID uuid.UUID, d Decision) (Report
 		rep     Report
 		refused error
 	)
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, desk.db, func(tx pgx.Tx) error {
 		cur, err := lockReplay(ctx, tx, replayID)
 		if err != nil {
 			return err
@@ -33,7 +38,7 @@ func Approve(ctx context.Context, db DB, replayID uuid.UUID, d Decision) (Report
 		if cur.Status != StatusDryRun {
 			return fmt.Errorf("%w: replay %s is %s already (ticket %s, operator %s)", ErrDecided, replayID, cur.Status, cur.Ticket, cur.Operator)
 		}
-		in, now, err := reinspect(ctx, tx, cur)
+		in, now, err := desk.reinspect(ctx, tx, cur)
 		if err != nil {
 			return err
 		}
@@ -41,7 +46,7 @@ func Approve(ctx context.Context, db DB, replayID uuid.UUID, d Decision) (Report
 		step := rep.step(StepApproved, now, d.Operator)
 		step.Ticket, step.Reason = d.Ticket, d.Reason
 		status := StatusApproved
-		if rep.Verdict.Action == Refuse {
+		if rep.Verdict.Action == preview.Refuse {
 			step.Step, status = StepRefused, StatusRejected
 			refused = fmt.Errorf("%w: %s: %s", ErrRefused, rep.Verdict.Code, rep.Verdict.Reason)
 		}
@@ -56,10 +61,6 @@ func Approve(ctx context.Context, db DB, replayID uuid.UUID, d Decision) (Report
 
 // decide moves a row to APPROVED or REJECTED under d and records step.
 func decide(ctx context.Context, tx pgx.Tx, replayID uuid.UUID, status string, d Decision, rep Report, step Step, now time.Time) error {
-	steps, err := json.Marshal([]Step{step})
-	if err != nil {
-		return fmt.Errorf("encode replay step: %w", err)
-	}
 	topic := rep.Message.Topic
 	if rep.Target != nil {
 		topic = rep.Target.Topic
@@ -68,19 +69,26 @@ func decide(ctx context.Context, tx pgx.Tx, replayID uuid.UUID, status string, d
 	if status == StatusApproved {
 		approvedAt = &now
 	}
-	_, err = tx.Exec(ctx, `UPDATE message_replays SET status = $2, ticket = $3, operator = $4, reason = $5, topic = $6,
-			approved_at = coalesce($7, approved_at), dry_run_report = `+appendSteps(8)+`
-		WHERE replay_id = $1`, replayID, status, d.Ticket, d.Operator, d.Reason, topic, approvedAt, string(steps))
-	if err != nil {
-		return fmt.Errorf("record %s of replay %s: %w", step.Step, replayID, err)
-	}
-	return nil
+	_, err := recordStep(ctx, tx, replayID, step, `status = $2, ticket = $3, operator = $4, reason = $5, topic = $6,
+		approved_at = coalesce($7, approved_at)`, status, d.Ticket, d.Operator, d.Reason, topic, approvedAt)
+	return err
 }
 
-// appendSteps is the SQL expression that adds the JSON array in parameter
-// $n to the steps of dry_run_report.
-func appendSteps(n int) string {
-	return `jsonb_set(dry_run_report, '{steps}', coalesce(dry_run_report->'steps', '[]'::jsonb) || $` + strconv.Itoa(n) + `::jsonb)`
+// recordStep changes a row by set, whose parameters start at $2, and adds
+// step to the audit trail in its dry_run_report. It returns how many rows
+// changed.
+func recordStep(ctx context.Context, tx pgx.Tx, replayID uuid.UUID, step Step, set string, args ...any) (int64, error) {
+	steps, err := json.Marshal([]Step{step})
+	if err != nil {
+		return 0, fmt.Errorf("encode replay step: %w", err)
+	}
+	args = append(append([]any{replayID}, args...), string(steps))
+	tag, err := tx.Exec(ctx, `UPDATE message_replays SET `+set+`, dry_run_report = jsonb_set(dry_run_report, '{steps}',
+		coalesce(dry_run_report->'steps', '[]'::jsonb) || $`+strconv.Itoa(len(args))+`::jsonb) WHERE replay_id = $1`, args...)
+	if err != nil {
+		return 0, fmt.Errorf("record %s of replay %s: %w", step.Step, replayID, err)
+	}
+	return tag.RowsAffected(), nil
 }
 
 // current is a message_replays row read for a decision.
@@ -103,7 +111,7 @@ func scanReplay(r pgx.CollectableRow) (current, error) {
 	if err := json.Unmarshal(report, &c.rec); err != nil {
 		return current{}, fmt.Errorf("replay %s: read dry_run_report: %w", c.ReplayID, err)
 	}
-	c.CreatedAt, c.ApprovedAt, c.ExecutedAt = c.CreatedAt.UTC(), utc(c.ApprovedAt), utc(c.ExecutedAt)
+	c.CreatedAt, c.ApprovedAt, c.ExecutedAt = c.CreatedAt.UTC(), pg.UTC(c.ApprovedAt), pg.UTC(c.ExecutedAt)
 	c.QuarantineID, c.Steps = c.rec.QuarantineID, c.rec.Steps
 	if c.Steps == nil {
 		c.Steps = []Step{}
@@ -126,8 +134,8 @@ func lockReplay(ctx context.Context, tx pgx.Tx, id uuid.UUID) (current, error) {
 
 // reinspect checks a recorded plan again: under the lock of its event and
 // consumer, against the quarantine row and the task as they are now.
-func reinspect(ctx context.Context, tx pgx.Tx, cur current) (inspection, time.Time, error) {
-	r, err := readRow(ctx, tx, cur.rec.QuarantineID, false)
+func (desk *Desk) reinspect(ctx context.Context, tx pgx.Tx, cur current) (inspection, time.Time, error) {
+	r, err := readRow(ctx, tx, cur.rec.QuarantineID)
 	if errors.Is(err, ErrNotFound) {
 		now, err := dbNow(ctx, tx)
 		if err != nil {
@@ -135,25 +143,25 @@ func reinspect(ctx context.Context, tx pgx.Tx, cur current) (inspection, time.Ti
 		}
 		rep := cur.rec.Plan
 		rep.ReplayID = cur.ReplayID
-		rep.Verdict = Verdict(refusef("quarantine.gone", "quarantined message %s no longer exists (pruned or deleted)", cur.rec.QuarantineID))
+		rep.Verdict = preview.Refuse.Because("quarantine.gone", "quarantined message %s no longer exists (pruned or deleted)", cur.rec.QuarantineID)
 		return inspection{report: rep}, now, nil
 	}
 	if err != nil {
 		return inspection{}, time.Time{}, err
 	}
-	if err := lockPair(ctx, tx, r); err != nil {
+	if err := lockPair(ctx, tx, r.Message); err != nil {
 		return inspection{}, time.Time{}, err
 	}
 	// Read again under the lock: a decision that held it may have
 	// replayed the message meanwhile.
-	if r, err = readRow(ctx, tx, cur.rec.QuarantineID, false); err != nil {
+	if r, err = readRow(ctx, tx, cur.rec.QuarantineID); err != nil {
 		return inspection{}, time.Time{}, err
 	}
 	now, err := dbNow(ctx, tx)
 	if err != nil {
 		return inspection{}, time.Time{}, err
 	}
-	in, err := inspect(ctx, tx, r, now, cur.ReplayID)
+	in, err := desk.inspect(ctx, tx, r, now, cur.ReplayID)
 	if err != nil {
 		return inspection{}, time.Time{}, err
 	}
@@ -162,8 +170,8 @@ func reinspect(ctx context.Context, tx pgx.Tx, cur current) (inspection, time.Ti
 }
 
 // Get returns a replay with its audit trail and the plan it recorded.
-func Get(ctx context.Context, db DB, replayID uuid.UUID) (Replay, error) {
-	rows, err := db.Query(ctx, `SELECT `+replayColumns+` FROM message_replays WHERE replay_id = $1`, replayID)
+func (desk *Desk) Get(ctx context.Context, replayID uuid.UUID) (Replay, error) {
+	rows, err := desk.db.Query(ctx, `SELECT `+replayColumns+` FROM message_replays WHERE replay_id = $1`, replayID)
 	if err != nil {
 		return Replay{}, fmt.Errorf("read replay %s: %w", replayID, err)
 	}
@@ -182,7 +190,7 @@ func Get(ctx context.Context, db DB, replayID uuid.UUID) (Replay, error) {
 
 // replaysOf lists the replays of a quarantine row's event to its consumer,
 // and those recorded for the row itself, without their plans.
-func replaysOf(ctx context.Context, q querier, r row) ([]Replay, error) {
+func replaysOf(ctx context.Context, q querier, r quarantine.Message) ([]Replay, error) {
 	original, _ := uuid.Parse(r.EventID)
 	rows, err := q.Query(ctx, `SELECT `+replayColumns+` FROM message_replays
 		WHERE consumer_name = $1 AND ((original_event_id = $2 AND $2 <> '00000000-0000-0000-0000-000000000000'::uuid)
@@ -200,4 +208,20 @@ func replaysOf(ctx context.Context, q querier, r row) ([]Replay, error) {
 		out[i] = c.Replay
 	}
 	return out, nil
+}
+
+// priors reads the other replays of the event to the consumer.
+func priors(ctx context.Context, q querier, consumer string, eventID, self uuid.UUID) ([]Prior, error) {
+	rows, err := q.Query(ctx, `SELECT replay_id, status, coalesce(replay_event_id::text, ''), ticket, operator, created_at
+		FROM message_replays WHERE original_event_id = $1 AND consumer_name = $2 AND replay_id <> $3
+		ORDER BY created_at, replay_id`, eventID, consumer, self)
+	if err != nil {
+		return nil, fmt.Errorf("read earlier replays: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Prior, error) {
+		var p Prior
+		err := r.Scan(&p.ReplayID, &p.Status, &p.ReplayEventID, &p.Ticket, &p.Operator, &p.CreatedAt)
+		p.CreatedAt = p.CreatedAt.UTC()
+		return p, err
+	})
 }

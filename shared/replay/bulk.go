@@ -4,15 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/aivedio/pipeline/shared/preview"
+	"github.com/aivedio/pipeline/shared/quarantine"
 )
 
 // BulkReport is a bulk dry run, or what a bulk approval decided.
 type BulkReport struct {
-	Filter Filter `json:"filter"`
+	Filter quarantine.Filter `json:"filter"`
 	// Matched counts the open quarantine rows the filter selects, and
 	// Messages the events among them: copies of one event count once and
 	// are replayed once.
@@ -20,11 +22,11 @@ type BulkReport struct {
 	Messages int `json:"messages"`
 	// Planned counts the messages planned here: Messages, or the first
 	// Filter.Limit of them, oldest first.
-	Planned int            `json:"planned"`
-	Counts  map[Action]int `json:"counts"`
-	Items   []BulkItem     `json:"items"`
+	Planned int                    `json:"planned"`
+	Counts  map[preview.Action]int `json:"counts"`
+	Items   []BulkItem             `json:"items"`
 	// Ticket, Approved, Rejected and AlreadyApproved are set by
-	// [ApproveBulk].
+	// [Desk.ApproveBulk].
 	Ticket          string `json:"ticket,omitempty"`
 	Approved        int    `json:"approved,omitempty"`
 	Rejected        int    `json:"rejected,omitempty"`
@@ -33,16 +35,16 @@ type BulkReport struct {
 
 // BulkItem is one message of a bulk replay.
 type BulkItem struct {
-	QuarantineID uuid.UUID `json:"quarantine_id"`
-	EventID      string    `json:"event_id,omitempty"`
-	EventType    string    `json:"event_type,omitempty"`
-	TaskID       string    `json:"task_id,omitempty"`
-	TaskStatus   string    `json:"task_status,omitempty"`
-	TaskVersion  int64     `json:"task_version,omitempty"`
-	ErrorCode    string    `json:"error_code"`
-	Copies       int       `json:"copies,omitempty"`
-	Verdict      Verdict   `json:"verdict"`
-	// ReplayID and Status are set by [ApproveBulk]: the approval (or
+	QuarantineID uuid.UUID       `json:"quarantine_id"`
+	EventID      string          `json:"event_id,omitempty"`
+	EventType    string          `json:"event_type,omitempty"`
+	TaskID       string          `json:"task_id,omitempty"`
+	TaskStatus   string          `json:"task_status,omitempty"`
+	TaskVersion  int64           `json:"task_version,omitempty"`
+	ErrorCode    string          `json:"error_code"`
+	Copies       int             `json:"copies,omitempty"`
+	Verdict      preview.Verdict `json:"verdict"`
+	// ReplayID and Status are set by [Desk.ApproveBulk]: the approval (or
 	// refusal) recorded for the message. Status ALREADY_APPROVED means an
 	// earlier approval under the same ticket covers it; nothing was
 	// recorded again.
@@ -54,37 +56,42 @@ type BulkItem struct {
 // under the same ticket.
 const statusAlreadyApproved = "ALREADY_APPROVED"
 
-func (f Filter) bulk() (Filter, error) {
+// bulkFilter checks and completes the filter of a bulk replay.
+func bulkFilter(f quarantine.Filter) (quarantine.Filter, error) {
 	if f.Consumer == "" {
 		return f, invalidf("a bulk replay needs a consumer group")
 	}
 	if _, ok := groupOf(f.Consumer); !ok {
 		return f, invalidf("consumer group %q is not in the catalog", f.Consumer)
 	}
-	if f.Status != "" && f.Status != Quarantined {
-		return f, invalidf("a bulk replay takes only %s messages, not %s", Quarantined, f.Status)
+	if f.Status != "" && f.Status != quarantine.Quarantined {
+		return f, invalidf("a bulk replay takes only %s messages, not %s", quarantine.Quarantined, f.Status)
 	}
-	return f.normalize()
+	f, err := f.Normalize()
+	if err != nil {
+		return f, fmt.Errorf("%w: %w", ErrInvalid, err) // matches quarantine.ErrInvalid too
+	}
+	return f, nil
 }
 
 // PlanBulk is the dry run of a bulk replay: the verdict of every open
 // message of one consumer group that f selects, counted by action. It
 // reads only.
-func PlanBulk(ctx context.Context, db DB, f Filter) (BulkReport, error) {
-	f, err := f.bulk()
+func (desk *Desk) PlanBulk(ctx context.Context, f quarantine.Filter) (BulkReport, error) {
+	f, err := bulkFilter(f)
 	if err != nil {
 		return BulkReport{}, err
 	}
-	b, found, err := selectBulk(ctx, db, f)
+	b, found, err := selectBulk(ctx, desk.db, f)
 	if err != nil {
 		return BulkReport{}, err
 	}
-	now, err := dbNow(ctx, db)
+	now, err := dbNow(ctx, desk.db)
 	if err != nil {
 		return BulkReport{}, err
 	}
 	for _, r := range found {
-		in, err := inspect(ctx, db, r, now, uuid.Nil)
+		in, err := desk.inspect(ctx, desk.db, r, now, uuid.Nil)
 		if err != nil {
 			return BulkReport{}, err
 		}
@@ -94,21 +101,21 @@ func PlanBulk(ctx context.Context, db DB, f Filter) (BulkReport, error) {
 }
 
 // ApproveBulk approves a bulk replay under one decision: every message f
-// selects is checked as [Approve] checks one, and gets its own
+// selects is checked as [Desk.Approve] checks one, and gets its own
 // message_replays row, APPROVED or REJECTED, with its plan and the
 // decision. A message already approved under the same ticket is left as
 // it is, so the call may be repeated. When expect is positive it is the
 // number of messages the dry run showed: if the filter now selects another
 // number, nothing is approved and the error wraps [ErrChanged].
-func ApproveBulk(ctx context.Context, db DB, f Filter, d Decision, expect int) (BulkReport, error) {
-	f, err := f.bulk()
+func (desk *Desk) ApproveBulk(ctx context.Context, f quarantine.Filter, d Decision, expect int) (BulkReport, error) {
+	f, err := bulkFilter(f)
 	if err != nil {
 		return BulkReport{}, err
 	}
 	if err := d.validate(); err != nil {
 		return BulkReport{}, err
 	}
-	b, found, err := selectBulk(ctx, db, f)
+	b, found, err := selectBulk(ctx, desk.db, f)
 	if err != nil {
 		return BulkReport{}, err
 	}
@@ -117,7 +124,7 @@ func ApproveBulk(ctx context.Context, db DB, f Filter, d Decision, expect int) (
 	}
 	b.Ticket = d.Ticket
 	for _, r := range found {
-		rep, status, err := approveOne(ctx, db, f, r, d)
+		rep, status, err := desk.approveOne(ctx, f, r, d)
 		if err != nil {
 			return BulkReport{}, err
 		}
@@ -127,16 +134,16 @@ func ApproveBulk(ctx context.Context, db DB, f Filter, d Decision, expect int) (
 }
 
 // approveOne records the approval or refusal of one message of a bulk.
-func approveOne(ctx context.Context, db DB, f Filter, r row, d Decision) (Report, string, error) {
+func (desk *Desk) approveOne(ctx context.Context, f quarantine.Filter, r quarantine.Stored, d Decision) (Report, string, error) {
 	var (
 		rep    Report
 		status string
 	)
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		if err := lockPair(ctx, tx, r); err != nil {
+	err := pgx.BeginFunc(ctx, desk.db, func(tx pgx.Tx) error {
+		if err := lockPair(ctx, tx, r.Message); err != nil {
 			return err
 		}
-		r, err := readRow(ctx, tx, r.QuarantineID, false)
+		r, err := readRow(ctx, tx, r.QuarantineID)
 		if err != nil {
 			return err
 		}
@@ -144,7 +151,7 @@ func approveOne(ctx context.Context, db DB, f Filter, r row, d Decision) (Report
 		if err != nil {
 			return err
 		}
-		in, err := inspect(ctx, tx, r, now, uuid.Nil)
+		in, err := desk.inspect(ctx, tx, r, now, uuid.Nil)
 		if err != nil {
 			return err
 		}
@@ -159,7 +166,7 @@ func approveOne(ctx context.Context, db DB, f Filter, r row, d Decision) (Report
 		planned.Bulk, decided.Bulk = true, true
 		decided.Ticket, decided.Reason = d.Ticket, d.Reason
 		status = StatusApproved
-		if rep.Verdict.Action == Refuse {
+		if rep.Verdict.Action == preview.Refuse {
 			decided.Step, status = StepRefused, StatusRejected
 		}
 		rep.Status = status
@@ -211,27 +218,14 @@ func (b *BulkReport) add(rep Report, status string) {
 
 // selectBulk counts what f matches and reads the messages to plan: one row
 // per event (its oldest open copy), oldest first, up to the limit.
-func selectBulk(ctx context.Context, q querier, f Filter) (BulkReport, []row, error) {
-	b := BulkReport{Filter: f, Counts: map[Action]int{Act: 0, StaleNoop: 0, Refuse: 0}, Items: []BulkItem{}}
-	where, args := f.where()
-	const event = `coalesce(event_id::text, quarantine_id::text)`
-	if err := q.QueryRow(ctx, `SELECT count(*), count(DISTINCT `+event+`) FROM message_quarantine WHERE `+where, args...).
-		Scan(&b.Matched, &b.Messages); err != nil {
-		return BulkReport{}, nil, fmt.Errorf("count quarantine: %w", err)
-	}
-	rows, err := q.Query(ctx, `SELECT `+messageColumns+`, body FROM message_quarantine WHERE quarantine_id IN (
-			SELECT DISTINCT ON (`+event+`) quarantine_id FROM message_quarantine WHERE `+where+`
-			ORDER BY `+event+`, received_at, quarantine_id)
-		ORDER BY received_at, quarantine_id LIMIT `+strconv.Itoa(f.Limit), args...)
-	if err != nil {
-		return BulkReport{}, nil, fmt.Errorf("select quarantine: %w", err)
-	}
-	found, err := pgx.CollectRows(rows, scanWithBody)
+func selectBulk(ctx context.Context, q querier, f quarantine.Filter) (BulkReport, []quarantine.Stored, error) {
+	sel, err := quarantine.SelectEvents(ctx, q, f)
 	if err != nil {
 		return BulkReport{}, nil, err
 	}
-	b.Planned = len(found)
-	return b, found, nil
+	b := BulkReport{Filter: f, Matched: sel.Matched, Messages: sel.Events, Planned: len(sel.Oldest),
+		Counts: map[preview.Action]int{preview.Act: 0, preview.StaleNoop: 0, preview.Refuse: 0}, Items: []BulkItem{}}
+	return b, sel.Oldest, nil
 }
 
 // BulkExecution is what executing a ticket did.
@@ -253,7 +247,7 @@ type BulkFailure struct {
 	Reason   string    `json:"reason"`
 }
 
-// ExecuteBulkParams name the approvals [ExecuteBulk] runs.
+// ExecuteBulkParams name the approvals [Desk.ExecuteBulk] runs.
 type ExecuteBulkParams struct {
 	Ticket string
 	// Consumer narrows the run to one consumer group; empty runs every
@@ -264,10 +258,10 @@ type ExecuteBulkParams struct {
 }
 
 // ExecuteBulk executes every approval recorded under the ticket that is
-// not executed yet, each as [Execute] does, one transaction each. Refusals
-// and failures are listed and do not stop the others; calling it again
-// executes only what is left.
-func ExecuteBulk(ctx context.Context, db DB, p ExecuteBulkParams) (BulkExecution, error) {
+// not executed yet, each as [Desk.Execute] does, one transaction each.
+// Refusals and failures are listed and do not stop the others; calling it
+// again executes only what is left.
+func (desk *Desk) ExecuteBulk(ctx context.Context, p ExecuteBulkParams) (BulkExecution, error) {
 	if err := checkWord("ticket", p.Ticket, maxTicket); err != nil {
 		return BulkExecution{}, err
 	}
@@ -277,11 +271,11 @@ func ExecuteBulk(ctx context.Context, db DB, p ExecuteBulkParams) (BulkExecution
 	ticket := p.Ticket
 	x := BulkExecution{Ticket: ticket, Consumer: p.Consumer, Executed: []Execution{}, Refused: []BulkFailure{}, Failed: []BulkFailure{}}
 	const which = `ticket = $1 AND ($2 = '' OR consumer_name = $2)`
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM message_replays WHERE `+which+` AND status = 'EXECUTED'`, ticket, p.Consumer).
+	if err := desk.db.QueryRow(ctx, `SELECT count(*) FROM message_replays WHERE `+which+` AND status = 'EXECUTED'`, ticket, p.Consumer).
 		Scan(&x.AlreadyExecuted); err != nil {
 		return BulkExecution{}, fmt.Errorf("count executed replays of ticket %s: %w", ticket, err)
 	}
-	rows, err := db.Query(ctx, `SELECT replay_id FROM message_replays WHERE `+which+` AND status = 'APPROVED'
+	rows, err := desk.db.Query(ctx, `SELECT replay_id FROM message_replays WHERE `+which+` AND status = 'APPROVED'
 		ORDER BY created_at, replay_id`, ticket, p.Consumer)
 	if err != nil {
 		return BulkExecution{}, fmt.Errorf("list approvals of ticket %s: %w", ticket, err)
@@ -294,7 +288,7 @@ func ExecuteBulk(ctx context.Context, db DB, p ExecuteBulkParams) (BulkExecution
 		if err := ctx.Err(); err != nil {
 			return x, err
 		}
-		e, err := Execute(ctx, db, id, p.Operator)
+		e, err := desk.Execute(ctx, id, p.Operator)
 		switch {
 		case errors.Is(err, ErrRefused):
 			x.Refused = append(x.Refused, BulkFailure{ReplayID: id, Reason: err.Error()})

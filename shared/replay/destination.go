@@ -4,18 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/quarantine"
 )
 
 // destination finds where the replay goes: the original event's outbox
 // row when it is still there, else the topic the message came from, else
 // the consumer group's subscription that carries its tag.
-func destination(ctx context.Context, q querier, r row, env envelope.Envelope, g catalog.Group) (Destination, catalog.Topic, error) {
+func destination(ctx context.Context, q querier, r quarantine.Message, env envelope.Envelope, g catalog.Group) (Destination, catalog.Topic, error) {
 	d := Destination{Tag: r.Tag}
 	if d.Tag == "" {
 		d.Tag = env.EventType
@@ -26,14 +26,14 @@ func destination(ctx context.Context, q querier, r row, env envelope.Envelope, g
 		Scan(&name, &tag, &group)
 	switch {
 	case err == nil:
-		if t, ok := topicNamed(name); ok && takes(g, t, tag) {
+		if t, ok := catalog.TopicByName(name); ok && g.Takes(t, tag) {
 			topic, d.Tag, d.MessageGroup, d.From = t, tag, group, "outbox"
 		}
 	case !errors.Is(err, pgx.ErrNoRows):
 		return Destination{}, catalog.Topic{}, fmt.Errorf("read original outbox row: %w", err)
 	}
 	if d.From == "" {
-		if t, ok := topicNamed(r.Topic); ok && takes(g, t, d.Tag) {
+		if t, ok := catalog.TopicByName(r.Topic); ok && g.Takes(t, d.Tag) {
 			topic, d.From = t, "quarantine"
 		}
 	}
@@ -41,7 +41,7 @@ func destination(ctx context.Context, q querier, r row, env envelope.Envelope, g
 		// A dead letter was read from %DLQ%<group>: take the group's
 		// subscription that carries the tag, an immediate topic first.
 		for _, s := range g.Subscriptions {
-			if takes(g, s.Topic, d.Tag) && (d.From == "" || topic.Type == catalog.Delay) {
+			if g.Takes(s.Topic, d.Tag) && (d.From == "" || topic.Type == catalog.Delay) {
 				topic, d.From = s.Topic, "catalog"
 			}
 		}
@@ -58,29 +58,9 @@ func destination(ctx context.Context, q querier, r row, env envelope.Envelope, g
 		d.MessageGroup = ""
 	}
 	for _, other := range catalog.Groups() {
-		if other.Name != g.Name && takes(other, topic, d.Tag) {
+		if other.Name != g.Name && other.Takes(topic, d.Tag) {
 			d.AlsoConsumedBy = append(d.AlsoConsumedBy, other.Name)
 		}
 	}
 	return d, topic, nil
-}
-
-// topicNamed finds a catalog topic by its firm or broker name.
-func topicNamed(name string) (catalog.Topic, bool) {
-	for _, t := range catalog.Topics() {
-		if t.Name == name || t.BrokerName() == name {
-			return t, true
-		}
-	}
-	return catalog.Topic{}, false
-}
-
-// takes reports whether group g receives tag on topic t.
-func takes(g catalog.Group, t catalog.Topic, tag string) bool {
-	for _, s := range g.Subscriptions {
-		if s.Topic.Name == t.Name && (len(s.Tags) == 0 || slices.Contains(s.Tags, tag)) {
-			return true
-		}
-	}
-	return false
 }

@@ -6,31 +6,34 @@
 //
 // # Steps
 //
-//   - [List] and [Show] read message_quarantine.
-//   - [Plan] is the dry run. It reads the message (topic, consumer, event,
-//     error), the current state of the task it targets with its timeline,
-//     the side effects already done (provider attempts with their remote
-//     jobs, assets, the credit reservation and its ledger rows, and whether
-//     the consumer's inbox already holds the event) and gives a [Verdict]:
-//     the replay would act, would be a stale no-op, or is refused. It
-//     records a message_replays row in status DRY_RUN whose id names the
-//     plan from then on.
-//   - [Approve] checks the plan again against the state at that moment and
-//     moves the row to APPROVED under a ticket, an operator and a reason,
-//     or to REJECTED when the verdict has become a refusal.
-//   - [Execute] checks once more and writes the replay: a new envelope with
-//     a new event id (the replay_event_id), the original as its
+//   - [Desk.Show] returns a message of message_quarantine whole, with the
+//     replays planned for it; listing is shared/quarantine's
+//     (quarantine.List).
+//   - [Desk.Plan] is the dry run. It reads the message (topic, consumer,
+//     event, error), the current state of the task it targets with its
+//     timeline, the side effects already done (provider attempts with
+//     their remote jobs, assets, the credit reservation and its ledger
+//     rows, and whether the consumer's inbox already holds the event) and
+//     gives a verdict: the replay would act, would be a stale no-op, or is
+//     refused. It records a message_replays row in status DRY_RUN whose id
+//     names the plan from then on.
+//   - [Desk.Approve] checks the plan again against the state at that
+//     moment and moves the row to APPROVED under a ticket, an operator and
+//     a reason, or to REJECTED when the verdict has become a refusal.
+//   - [Desk.Execute] checks once more and writes the replay: a new envelope
+//     with a new event id (the replay_event_id), the original as its
 //     causation_id, the payload, aggregate, tenant, correlation and trace
 //     unchanged, written with outbox.Write to the original topic with the
-//     original tag and message group. The relay publishes it like any other
-//     event; nothing here talks to the broker. The row becomes EXECUTED and
-//     the quarantine rows of the event for that consumer become REPLAYED, in
-//     the same transaction as the outbox row.
-//   - [PlanBulk], [ApproveBulk] and [ExecuteBulk] do the same for every open
-//     message of one consumer group that matches a [Filter] (error class or
-//     code, time range): a dry-run summary counted by verdict first, then
-//     one approval per message under one ticket, then the execution of that
-//     ticket. Replays are new events: consumer offsets are never reset.
+//     original tag and message group. The relay publishes it like any
+//     other event; nothing here talks to the broker. The row becomes
+//     EXECUTED and the quarantine rows of the event for that consumer
+//     become REPLAYED, in the same transaction as the outbox row.
+//   - [Desk.PlanBulk], [Desk.ApproveBulk] and [Desk.ExecuteBulk] do the
+//     same for every open message of one consumer group that matches a
+//     quarantine.Filter (error class or code, time range): a dry-run
+//     summary counted by verdict first, then one approval per message
+//     under one ticket, then the execution of that ticket. Replays are new
+//     events: consumer offsets are never reset.
 //
 // # Guarantees
 //
@@ -47,15 +50,21 @@
 // provider attempt is keyed by UNIQUE(provider_idempotency_key) and a
 // charge by the ledger's UNIQUE(ledger_business_type, business_id). The
 // verdict is the operator's preview of that decision, not its enforcement.
-// Which task states a stage acts on it learns from the stage's own
-// predicates in the task package; the rest of the stages' rules, which live
-// in functions/ and may not be imported here, it mirrors.
 //
 // Refusals are final for a row: a message the consumer would quarantine
 // again (unreadable, a payload that does not fit its schema, an unknown
 // task, an event whose tenant does not own its task, a payload that
 // contradicts what the consumer recorded under the same event id) is
 // never sent.
+//
+// # Rules
+//
+// Replay does not know the stages: a [Desk] is made with the rules of the
+// build (preview.Rules, one per consumer group), which the stages supply
+// beside their code (functions.ReplayRules); package preview says how a
+// rule decides. Replay itself refuses what no rule may allow: a message of
+// a group without a rule, of another event type, of an unknown task or of
+// another tenant.
 //
 // # Audit
 //
@@ -67,6 +76,6 @@
 // run needs no ticket: its row says ticket [NoTicket] and reason
 // [DryRunReason] until it is approved. A message without a readable event
 // id is recorded with the nil UUID as original_event_id. A bulk dry run
-// reads only; [ApproveBulk] records each message's plan with its approval
-// or refusal.
+// reads only; [Desk.ApproveBulk] records each message's plan with its
+// approval or refusal.
 package replay

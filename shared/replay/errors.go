@@ -3,9 +3,10 @@ package replay
 import (
 	"errors"
 	"fmt"
-	"github.com/aivedio/pipeline/shared/pg"
 	"strings"
 	"unicode"
+
+	"github.com/aivedio/pipeline/shared/pg"
 )
 
 // Errors callers branch on. Every error of this package that a person

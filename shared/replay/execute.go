@@ -2,7 +2,6 @@ package replay
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -12,6 +11,8 @@ import (
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/preview"
+	"github.com/aivedio/pipeline/shared/quarantine"
 )
 
 // Producer is the envelope producer of every replay: CloudEvents source
@@ -27,7 +28,7 @@ type Execution struct {
 	Target          Destination `json:"target"`
 	ExecutedAt      time.Time   `json:"executed_at"`
 	// Verdict is the verdict checked at execution.
-	Verdict Verdict `json:"verdict"`
+	Verdict preview.Verdict `json:"verdict"`
 	// AlreadyExecuted: an earlier call executed the approval; nothing was
 	// written now, and the ids are those it wrote.
 	AlreadyExecuted bool `json:"already_executed"`
@@ -47,7 +48,7 @@ type Execution struct {
 // [ErrNotApproved]; a refused replay, or one whose verdict became a
 // refusal (the row then becomes REJECTED), is [ErrRefused]. operator is
 // who executes.
-func Execute(ctx context.Context, db DB, approvalID uuid.UUID, operator string) (Execution, error) {
+func (desk *Desk) Execute(ctx context.Context, approvalID uuid.UUID, operator string) (Execution, error) {
 	if err := checkWord("operator", operator, maxOperator); err != nil {
 		return Execution{}, err
 	}
@@ -55,7 +56,7 @@ func Execute(ctx context.Context, db DB, approvalID uuid.UUID, operator string) 
 		x       Execution
 		refused error
 	)
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, desk.db, func(tx pgx.Tx) error {
 		cur, err := lockReplay(ctx, tx, approvalID)
 		if err != nil {
 			return err
@@ -69,16 +70,17 @@ func Execute(ctx context.Context, db DB, approvalID uuid.UUID, operator string) 
 		case StatusRejected:
 			return fmt.Errorf("%w: replay %s was refused: %s", ErrRefused, approvalID, lastReason(cur.Steps))
 		}
-		in, now, err := reinspect(ctx, tx, cur)
+		in, now, err := desk.reinspect(ctx, tx, cur)
 		if err != nil {
 			return err
 		}
 		rep := in.report
 		step := rep.step(StepExecuted, now, operator)
-		if rep.Verdict.Action == Refuse {
+		if rep.Verdict.Action == preview.Refuse {
 			step.Step = StepRefused
 			refused = fmt.Errorf("%w: %s: %s", ErrRefused, rep.Verdict.Code, rep.Verdict.Reason)
-			return refuse(ctx, tx, approvalID, step)
+			_, err := recordStep(ctx, tx, approvalID, step, `status = 'REJECTED'`)
+			return err
 		}
 		ev, err := replayEvent(in, now)
 		if err != nil {
@@ -88,29 +90,24 @@ func Execute(ctx context.Context, db DB, approvalID uuid.UUID, operator string) 
 			return fmt.Errorf("write replay of %s: %w", in.env.EventID, err)
 		}
 		step.ReplayEventID, step.Target = ev.Envelope.EventID, rep.Target
-		steps, err := json.Marshal([]Step{step})
-		if err != nil {
-			return fmt.Errorf("encode replay step: %w", err)
-		}
 		replayEventID := uuid.MustParse(ev.Envelope.EventID)
-		done, err := tx.Exec(ctx, `UPDATE message_replays SET status = 'EXECUTED', replay_event_id = $2, executed_at = $3,
-				topic = $4, dry_run_report = `+appendSteps(5)+`
-			WHERE replay_id = $1 AND status = 'APPROVED'`, approvalID, replayEventID, now, rep.Target.Topic, string(steps))
-		if err == nil && done.RowsAffected() != 1 {
-			err = fmt.Errorf("%d rows changed, want 1", done.RowsAffected())
+		// The row is locked and APPROVED: exactly it changes.
+		done, err := recordStep(ctx, tx, approvalID, step, `status = 'EXECUTED', replay_event_id = $2, executed_at = $3, topic = $4`,
+			replayEventID, now, rep.Target.Topic)
+		if err == nil && done != 1 {
+			err = fmt.Errorf("record execution of replay %s: %d rows changed, want 1", approvalID, done)
 		}
 		if err != nil {
-			return fmt.Errorf("record execution of replay %s: %w", approvalID, err)
+			return err
 		}
-		tag, err := tx.Exec(ctx, `UPDATE message_quarantine SET status = 'REPLAYED'
-			WHERE consumer_name = $1 AND event_id = $2 AND status = 'QUARANTINED'`, rep.Message.Consumer, in.env.EventID)
+		marked, err := quarantine.MarkReplayed(ctx, tx, rep.Message.Consumer, in.env.EventID)
 		if err != nil {
-			return fmt.Errorf("mark quarantine of %s replayed: %w", in.env.EventID, err)
+			return err
 		}
 		x = Execution{
 			ReplayID: approvalID, OriginalEventID: cur.OriginalEventID, ReplayEventID: replayEventID,
 			Consumer: rep.Message.Consumer, Target: *rep.Target, ExecutedAt: now, Verdict: rep.Verdict,
-			QuarantineReplayed: tag.RowsAffected(),
+			QuarantineReplayed: marked,
 		}
 		return nil
 	})
@@ -148,19 +145,6 @@ func replayEvent(in inspection, now time.Time) (outbox.Event, error) {
 		ev.DeliverAt = now // due at once: the operator decided it is time
 	}
 	return ev, nil
-}
-
-// refuse moves an approved row to REJECTED and records step.
-func refuse(ctx context.Context, tx pgx.Tx, replayID uuid.UUID, step Step) error {
-	steps, err := json.Marshal([]Step{step})
-	if err != nil {
-		return fmt.Errorf("encode replay step: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `UPDATE message_replays SET status = 'REJECTED', dry_run_report = `+appendSteps(2)+`
-		WHERE replay_id = $1`, replayID, string(steps)); err != nil {
-		return fmt.Errorf("record refusal of replay %s: %w", replayID, err)
-	}
-	return nil
 }
 
 // executed is the execution an EXECUTED row records.

@@ -2,9 +2,8 @@ package replay_test
 
 import (
 	"crypto/sha256"
-	"time"
-
 	"testing"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/types"
 	"github.com/google/uuid"
@@ -17,7 +16,9 @@ import (
 	"github.com/aivedio/pipeline/shared/dbtest"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/preview"
 	"github.com/aivedio/pipeline/shared/quarantine"
+	"github.com/aivedio/pipeline/shared/replay"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
 )
@@ -29,13 +30,42 @@ const (
 
 type testBundle struct {
 	pool *pgxpool.Pool
+	desk *replay.Desk
 }
 
 // setup gives the test its own migrated schema: replays commit, lock and
 // count rows across transactions.
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	return &testBundle{pool: dbtest.TestSchema(t)}
+	pool := dbtest.TestSchema(t)
+	return &testBundle{pool: pool, desk: replay.NewDesk(pool, fakeRules)}
+}
+
+// fakeRules stand in for the stages' previews, which live with the stages
+// (functions.ReplayRules) and are tested there. They are as small as the
+// tests of planning, approval and execution need: a submit request acts on
+// a QUEUED task, a settle request on a HELD reservation, and a fetch
+// request is always refused by its stage.
+var fakeRules = preview.Rules{
+	catalog.GroupSubmit.Name: preview.RuleOf(catalog.EventSubmitRequested, preview.PayloadTask,
+		func(s preview.State, _ task.SubmitRequested) preview.Verdict {
+			if s.Task.Status == task.Queued {
+				return preview.Act.Because("submit.queued", "the task is %s", preview.At(s.Task))
+			}
+			return preview.StaleNoop.Because("submit.not_queued", "the task is %s", preview.At(s.Task))
+		}),
+	catalog.GroupSettle.Name: preview.RuleOf(catalog.EventSettleRequested, preview.PayloadTask,
+		func(s preview.State, _ task.SettleRequested) preview.Verdict {
+			if r := s.Effects.Reservation; r != nil && r.Status == billing.Held {
+				return preview.Act.Because("settle.held", "reservation %s is HELD", r.ReservationID)
+			}
+			return preview.StaleNoop.Because("settle.settled", "the reservation is settled")
+		}),
+	catalog.GroupFetch.Name: preview.RuleOf(catalog.EventFetchRequested,
+		func(envelope.Envelope, task.FetchRequested) (uuid.UUID, error) {
+			return uuid.Nil, preview.Refusal("fetch.refused", "the fake fetch stage refuses every event")
+		},
+		func(preview.State, task.FetchRequested) preview.Verdict { panic("a refused event is not decided") }),
 }
 
 // tenant creates a tenant with credits.

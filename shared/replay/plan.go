@@ -12,8 +12,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/inbox"
+	"github.com/aivedio/pipeline/shared/preview"
+	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
@@ -30,7 +34,7 @@ type Ref struct {
 // message, the task's state and side effects, gives the verdict, and
 // records it as a DRY_RUN row of message_replays whose id the report
 // carries. operator is who asked; nothing is sent.
-func Plan(ctx context.Context, db DB, ref Ref, operator string) (Report, error) {
+func (desk *Desk) Plan(ctx context.Context, ref Ref, operator string) (Report, error) {
 	if err := checkWord("operator", operator, maxOperator); err != nil {
 		return Report{}, err
 	}
@@ -38,7 +42,7 @@ func Plan(ctx context.Context, db DB, ref Ref, operator string) (Report, error) 
 		return Report{}, invalidf("an event id or quarantine id is required")
 	}
 	var rep Report
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, desk.db, func(tx pgx.Tx) error {
 		r, err := resolve(ctx, tx, ref)
 		if err != nil {
 			return err
@@ -47,7 +51,7 @@ func Plan(ctx context.Context, db DB, ref Ref, operator string) (Report, error) 
 		if err != nil {
 			return err
 		}
-		in, err := inspect(ctx, tx, r, now, uuid.Nil)
+		in, err := desk.inspect(ctx, tx, r, now, uuid.Nil)
 		if err != nil {
 			return err
 		}
@@ -64,36 +68,26 @@ func Plan(ctx context.Context, db DB, ref Ref, operator string) (Report, error) 
 
 // resolve finds the quarantine row ref names: by quarantine id, else by
 // event id, preferring an open row.
-func resolve(ctx context.Context, q querier, ref Ref) (row, error) {
-	r, err := readRow(ctx, q, ref.ID, false)
+func resolve(ctx context.Context, q querier, ref Ref) (quarantine.Stored, error) {
+	r, err := quarantine.Read(ctx, q, ref.ID)
 	if err == nil {
 		if ref.Consumer != "" && ref.Consumer != r.Consumer {
-			return row{}, invalidf("quarantined message %s belongs to %s, not %s", ref.ID, r.Consumer, ref.Consumer)
+			return r, invalidf("quarantined message %s belongs to %s, not %s", ref.ID, r.Consumer, ref.Consumer)
 		}
 		return r, nil
 	}
-	if !errors.Is(err, ErrNotFound) {
-		return row{}, err
+	if !errors.Is(err, quarantine.ErrNotFound) {
+		return r, err
 	}
-	sql := `SELECT ` + messageColumns + `, body FROM message_quarantine WHERE event_id = $1`
-	args := []any{ref.ID}
-	if ref.Consumer != "" {
-		sql += ` AND consumer_name = $2`
-		args = append(args, ref.Consumer)
-	}
-	rows, err := q.Query(ctx, sql+` ORDER BY (status = 'QUARANTINED') DESC, received_at, quarantine_id`, args...)
+	found, err := quarantine.OfEvent(ctx, q, ref.ID, ref.Consumer)
 	if err != nil {
-		return row{}, fmt.Errorf("find quarantined event %s: %w", ref.ID, err)
-	}
-	found, err := pgx.CollectRows(rows, scanWithBody)
-	if err != nil {
-		return row{}, err
+		return r, err
 	}
 	if len(found) == 0 {
 		if ref.Consumer != "" {
-			return row{}, fmt.Errorf("%w: no message of %s in quarantine has quarantine id or event id %s", ErrNotFound, ref.Consumer, ref.ID)
+			return r, fmt.Errorf("%w: no message of %s in quarantine has quarantine id or event id %s", ErrNotFound, ref.Consumer, ref.ID)
 		}
-		return row{}, fmt.Errorf("%w: no message in quarantine has quarantine id or event id %s", ErrNotFound, ref.ID)
+		return r, fmt.Errorf("%w: no message in quarantine has quarantine id or event id %s", ErrNotFound, ref.ID)
 	}
 	var groups []string
 	for _, f := range found {
@@ -102,7 +96,7 @@ func resolve(ctx context.Context, q querier, ref Ref) (row, error) {
 		}
 	}
 	if len(groups) > 1 {
-		return row{}, fmt.Errorf("%w: event %s is quarantined for %s; name the consumer group or the quarantine id",
+		return r, fmt.Errorf("%w: event %s is quarantined for %s; name the consumer group or the quarantine id",
 			ErrAmbiguous, ref.ID, strings.Join(groups, " and "))
 	}
 	return found[0], nil
@@ -117,14 +111,14 @@ type inspection struct {
 
 // inspect builds the report of r as things are at now. self is the replay
 // being decided, left out of the earlier replays.
-func inspect(ctx context.Context, q querier, r row, now time.Time, self uuid.UUID) (inspection, error) {
+func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, now time.Time, self uuid.UUID) (inspection, error) {
 	in := inspection{report: Report{
 		Status: StatusDryRun, PlannedAt: now, Message: r.Message,
-		Effects: Effects{Attempts: []Attempt{}, Assets: []Asset{}, Ledger: []LedgerEntry{}},
+		Effects: preview.Effects{Attempts: []preview.Attempt{}, Assets: []preview.Asset{}, Ledger: []billing.LedgerEntry{}},
 	}}
 	rep := &in.report
 	var err error
-	if rep.Copies, err = copiesOf(ctx, q, r); err != nil {
+	if rep.Copies, err = quarantine.Copies(ctx, q, r.Message); err != nil {
 		return inspection{}, err
 	}
 	eventID, _ := uuid.Parse(r.EventID)
@@ -132,58 +126,60 @@ func inspect(ctx context.Context, q querier, r row, now time.Time, self uuid.UUI
 		if rep.PriorReplays, err = priors(ctx, q, r.Consumer, eventID, self); err != nil {
 			return inspection{}, err
 		}
-		if rep.Effects.Inbox, err = inboxRecord(ctx, q, r.Consumer, eventID); err != nil {
+		if rep.Effects.Inbox, err = inbox.Lookup(ctx, q, r.Consumer, eventID); err != nil {
 			return inspection{}, err
 		}
 	}
 
-	env, envErr := decodeEnvelope(r.props, r.body)
+	env, envErr := decodeEnvelope(r.Properties, r.Body)
 	if envErr != nil {
 		rep.EventError = envErr.Error()
 	} else {
 		in.env = env
-		rep.Event = eventView(env)
+		rep.Event = &env
 	}
 	group, known := groupOf(r.Consumer)
-	rl, hasRule := rules[r.Consumer]
+	rl, hasRule := desk.rules[r.Consumer]
 
 	var destErr error
 	if envErr == nil && known {
 		var dest Destination
-		dest, in.topic, destErr = destination(ctx, q, r, env, group)
+		dest, in.topic, destErr = destination(ctx, q, r.Message, env, group)
 		if destErr == nil {
 			rep.Target = &dest
 		}
 	}
-	var tgt target
-	var parseErr error
-	if envErr == nil && hasRule && env.EventType == rl.eventType {
-		tgt, parseErr = rl.parse(env)
+	var (
+		tgt     preview.Target
+		refused *preview.Verdict // by the rule, whatever the task's state
+	)
+	if envErr == nil && hasRule && env.EventType == rl.EventType() {
+		tgt, refused = rl.Parse(env)
 	}
 	var t task.Task
 	taskErr := task.ErrNotFound
-	if tgt.taskID != uuid.Nil {
-		t, taskErr = task.Get(ctx, q, tgt.taskID)
+	if tgt.TaskID != uuid.Nil {
+		t, taskErr = task.Get(ctx, q, tgt.TaskID)
 		switch {
 		case errors.Is(taskErr, task.ErrNotFound):
 		case taskErr != nil:
 			return inspection{}, taskErr
 		default:
-			if rep.Task, err = taskState(ctx, q, t); err != nil {
+			if rep.Task, err = preview.ReadTaskState(ctx, q, t); err != nil {
 				return inspection{}, err
 			}
-			inbox := rep.Effects.Inbox
-			if rep.Effects, err = effects(ctx, q, t); err != nil {
+			committed := rep.Effects.Inbox
+			if rep.Effects, err = preview.ReadEffects(ctx, q, t); err != nil {
 				return inspection{}, err
 			}
-			rep.Effects.Inbox = inbox
+			rep.Effects.Inbox = committed
 		}
 	}
 
 	// The verdict: the first reason to refuse, else the stage's rule.
 	var (
 		refusedBy *Prior
-		verdict   Verdict
+		verdict   preview.Verdict
 	)
 	for i, p := range rep.PriorReplays {
 		if p.Status == StatusApproved || p.Status == StatusExecuted {
@@ -192,46 +188,38 @@ func inspect(ctx context.Context, q querier, r row, now time.Time, self uuid.UUI
 		}
 	}
 	switch {
-	case r.Status != Quarantined:
-		verdict = Verdict(refusef("quarantine."+strings.ToLower(r.Status), "the message is %s already; a quarantined message is replayed once", r.Status))
+	case r.Status != quarantine.Quarantined:
+		verdict = preview.Refuse.Because("quarantine."+strings.ToLower(r.Status), "the message is %s already; a quarantined message is replayed once", r.Status)
 	case !known:
-		verdict = Verdict(refusef("consumer.unknown", "consumer group %q is not in the catalog: nothing would take the replay", r.Consumer))
+		verdict = preview.Refuse.Because("consumer.unknown", "consumer group %q is not in the catalog: nothing would take the replay", r.Consumer)
 	case envErr != nil:
 		code := "envelope.unreadable"
 		if class, ok := envelope.ClassOf(envErr); ok {
 			code = "envelope." + string(class)
 		}
-		verdict = Verdict(refusef(code, "the message is not a valid event (%v): the same bytes would be refused the same way", envErr))
+		verdict = preview.Refuse.Because(code, "the message is not a valid event (%v): the same bytes would be refused the same way", envErr)
 	case !hasRule:
-		verdict = Verdict(refusef("replay.no_rule", "no stage consumes %s in this build, so nothing can say what a replay would do", r.Consumer))
-	case env.EventType != rl.eventType:
-		verdict = Verdict(refusef("event.type_not_handled", "%s handles %s, not %s: the stage would quarantine it again", r.Consumer, rl.eventType, env.EventType))
+		verdict = preview.Refuse.Because("replay.no_rule", "no stage consumes %s in this build, so nothing can say what a replay would do", r.Consumer)
+	case env.EventType != rl.EventType():
+		verdict = preview.Refuse.Because("event.type_not_handled", "%s handles %s, not %s: the stage would quarantine it again", r.Consumer, rl.EventType(), env.EventType)
 	case r.ErrorCode == "inbox.payload_mismatch":
-		verdict = Verdict(refusef("inbox.payload_mismatch", "%s already processed a different payload under event id %s: the producer reused an id, and replaying this one would apply a second, conflicting fact", r.Consumer, r.EventID))
+		verdict = preview.Refuse.Because("inbox.payload_mismatch", "%s already processed a different payload under event id %s: the producer reused an id, and replaying this one would apply a second, conflicting fact", r.Consumer, r.EventID)
 	case refusedBy != nil:
-		verdict = Verdict(refusef("replay.already_replayed", "event %s is already %s for replay to %s (replay %s, ticket %s, operator %s)",
-			r.EventID, refusedBy.Status, r.Consumer, refusedBy.ReplayID, refusedBy.Ticket, refusedBy.Operator))
+		verdict = preview.Refuse.Because("replay.already_replayed", "event %s is already %s for replay to %s (replay %s, ticket %s, operator %s)",
+			r.EventID, refusedBy.Status, r.Consumer, refusedBy.ReplayID, refusedBy.Ticket, refusedBy.Operator)
 	case destErr != nil:
-		verdict = Verdict(refusef("topic.unknown", "%v", destErr))
-	case parseErr != nil:
-		verdict = verdictOf(parseErr)
+		verdict = preview.Refuse.Because("topic.unknown", "%v", destErr)
+	case refused != nil:
+		verdict = *refused
 	case errors.Is(taskErr, task.ErrNotFound):
-		verdict = Verdict(refusef("task.not_found", "task %s does not exist: the stage would quarantine the event again", tgt.taskID))
+		verdict = preview.Refuse.Because("task.not_found", "task %s does not exist: the stage would quarantine the event again", tgt.TaskID)
 	case env.TenantID != t.TenantID.String():
-		verdict = Verdict(refusef("security.tenant_mismatch", "the event names tenant %s but task %s belongs to another tenant: never replayed", env.TenantID, t.ID))
+		verdict = preview.Refuse.Because("security.tenant_mismatch", "the event names tenant %s but task %s belongs to another tenant: never replayed", env.TenantID, t.ID)
 	default:
-		verdict = tgt.decide(state{env: env, task: t, effects: rep.Effects, now: now})
+		verdict = tgt.Decide(preview.State{Env: env, Task: t, Effects: rep.Effects, Now: now})
 	}
 	rep.Verdict = verdict
 	return in, nil
-}
-
-func verdictOf(err error) Verdict {
-	var r refusal
-	if errors.As(err, &r) {
-		return Verdict(r)
-	}
-	return Verdict(refusef("payload.invalid", "%v", err))
 }
 
 // dbNow is the database's clock, so that audit times agree with the
@@ -246,7 +234,7 @@ func dbNow(ctx context.Context, q querier) (time.Time, error) {
 
 // lockPair serialises every decision about replaying one event to one
 // consumer until the transaction ends.
-func lockPair(ctx context.Context, tx pgx.Tx, r row) error {
+func lockPair(ctx context.Context, tx pgx.Tx, r quarantine.Message) error {
 	key := r.EventID
 	if key == "" {
 		key = r.QuarantineID.String()

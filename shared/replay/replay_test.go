@@ -18,6 +18,8 @@ import (
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/inbox"
+	"github.com/aivedio/pipeline/shared/preview"
+	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/replay"
 	"github.com/aivedio/pipeline/shared/task"
 )
@@ -31,10 +33,10 @@ func TestSubmitForRunningTaskIsStaleNoop(t *testing.T) {
 	tk, submit := b.taskAt(t, b.tenant(t), task.ProviderRunning)
 	qid := b.quarantine(t, entry(t, catalog.GroupSubmit, submit, "task.contended"))[0]
 
-	plan, err := replay.Plan(ctx, b.pool, replay.Ref{ID: uuid.MustParse(submit.EventID)}, "alice")
+	plan, err := b.desk.Plan(ctx, replay.Ref{ID: uuid.MustParse(submit.EventID)}, "alice")
 	require.NoError(t, err)
-	require.Equal(t, replay.StaleNoop, plan.Verdict.Action, plan.Verdict.Reason)
-	require.Equal(t, "submit.stale", plan.Verdict.Code)
+	require.Equal(t, preview.StaleNoop, plan.Verdict.Action, plan.Verdict.Reason)
+	require.Equal(t, "submit.not_queued", plan.Verdict.Code)
 	require.Equal(t, replay.StatusDryRun, plan.Status)
 
 	// What the message is.
@@ -61,12 +63,12 @@ func TestSubmitForRunningTaskIsStaleNoop(t *testing.T) {
 	require.Empty(t, plan.Effects.Ledger)
 	require.Nil(t, plan.Effects.Inbox, "the consumer never committed the event")
 
-	approved, err := replay.Approve(ctx, b.pool, plan.ReplayID, approval)
+	approved, err := b.desk.Approve(ctx, plan.ReplayID, approval)
 	require.NoError(t, err)
 	require.Equal(t, replay.StatusApproved, approved.Status)
 	require.Equal(t, plan.ReplayID, approved.ReplayID)
 
-	x, err := replay.Execute(ctx, b.pool, plan.ReplayID, "carol")
+	x, err := b.desk.Execute(ctx, plan.ReplayID, "carol")
 	require.NoError(t, err)
 	require.False(t, x.AlreadyExecuted)
 	require.Equal(t, uuid.MustParse(submit.EventID), x.OriginalEventID)
@@ -97,7 +99,7 @@ func TestSubmitForRunningTaskIsStaleNoop(t *testing.T) {
 	requireUnique(t, err, "task_attempts_provider_idempotency_key_key")
 
 	// Executing again writes nothing.
-	again, err := replay.Execute(ctx, b.pool, plan.ReplayID, "carol")
+	again, err := b.desk.Execute(ctx, plan.ReplayID, "carol")
 	require.NoError(t, err)
 	require.True(t, again.AlreadyExecuted)
 	require.Equal(t, x.ReplayEventID, again.ReplayEventID)
@@ -115,24 +117,24 @@ func TestSettleReplayedTwiceChargesOnce(t *testing.T) {
 	// on a later delivery.
 	ids := b.quarantine(t, deadLetter(t, catalog.GroupSettle, settle), entry(t, catalog.GroupSettle, settle, "billing.timeout"))
 
-	plan, err := replay.Plan(ctx, b.pool, replay.Ref{ID: uuid.MustParse(settle.EventID)}, "alice")
+	plan, err := b.desk.Plan(ctx, replay.Ref{ID: uuid.MustParse(settle.EventID)}, "alice")
 	require.NoError(t, err)
-	require.Equal(t, replay.Act, plan.Verdict.Action, plan.Verdict.Reason)
-	require.Equal(t, "settle.capture", plan.Verdict.Code)
+	require.Equal(t, preview.Act, plan.Verdict.Action, plan.Verdict.Reason)
+	require.Equal(t, "settle.held", plan.Verdict.Code)
 	require.Equal(t, ids[0], plan.Message.QuarantineID, "the oldest open copy")
 	require.Equal(t, []uuid.UUID{ids[1]}, plan.Copies)
 	require.Equal(t, "catalog", plan.Target.From, "a dead letter without its outbox row: the group's subscription")
 	require.Equal(t, catalog.BillingSettle.Name, plan.Target.Topic)
 
-	_, err = replay.Approve(ctx, b.pool, plan.ReplayID, approval)
+	_, err = b.desk.Approve(ctx, plan.ReplayID, approval)
 	require.NoError(t, err)
 
 	// The copy cannot be approved a second time.
-	copyPlan, err := replay.Plan(ctx, b.pool, replay.Ref{ID: ids[1]}, "dave")
+	copyPlan, err := b.desk.Plan(ctx, replay.Ref{ID: ids[1]}, "dave")
 	require.NoError(t, err)
-	require.Equal(t, replay.Refuse, copyPlan.Verdict.Action)
+	require.Equal(t, preview.Refuse, copyPlan.Verdict.Action)
 	require.Equal(t, "replay.already_replayed", copyPlan.Verdict.Code)
-	_, err = replay.Approve(ctx, b.pool, copyPlan.ReplayID, approval)
+	_, err = b.desk.Approve(ctx, copyPlan.ReplayID, approval)
 	require.ErrorIs(t, err, replay.ErrRefused)
 
 	// Executed twice, and concurrently: one event.
@@ -140,7 +142,7 @@ func TestSettleReplayedTwiceChargesOnce(t *testing.T) {
 	results := make([]replay.Execution, 8)
 	for i := range results {
 		wg.Go(func() {
-			x, err := replay.Execute(ctx, b.pool, plan.ReplayID, "carol")
+			x, err := b.desk.Execute(ctx, plan.ReplayID, "carol")
 			if err != nil {
 				t.Errorf("execute: %v", err)
 			}
@@ -178,10 +180,10 @@ func TestSettleReplayedTwiceChargesOnce(t *testing.T) {
 	// ledger key would refuse a second capture anyway.
 	late := event(t, tk, catalog.EventSettleRequested, task.SettleRequested{TaskID: tk.ID, Status: task.Succeeded})
 	b.quarantine(t, deadLetter(t, catalog.GroupSettle, late))
-	latePlan, err := replay.Plan(ctx, b.pool, replay.Ref{ID: uuid.MustParse(late.EventID)}, "alice")
+	latePlan, err := b.desk.Plan(ctx, replay.Ref{ID: uuid.MustParse(late.EventID)}, "alice")
 	require.NoError(t, err)
-	require.Equal(t, replay.StaleNoop, latePlan.Verdict.Action)
-	require.Equal(t, "settle.already_settled", latePlan.Verdict.Code)
+	require.Equal(t, preview.StaleNoop, latePlan.Verdict.Action)
+	require.Equal(t, "settle.settled", latePlan.Verdict.Code)
 	require.Len(t, latePlan.Effects.Ledger, 1)
 	require.Equal(t, billing.Captured, latePlan.Effects.Reservation.Status)
 	_, err = b.pool.Exec(ctx, `INSERT INTO credit_ledger (tenant_id, ledger_business_type, business_id, amount, balance_after)
@@ -196,12 +198,12 @@ func TestEveryStepIsAudited(t *testing.T) {
 	tk, submit := b.taskAt(t, b.tenant(t), task.Queued)
 	b.quarantine(t, entry(t, catalog.GroupSubmit, submit, "provider.unavailable"))
 
-	plan, err := replay.Plan(ctx, b.pool, replay.Ref{ID: uuid.MustParse(submit.EventID)}, "alice")
+	plan, err := b.desk.Plan(ctx, replay.Ref{ID: uuid.MustParse(submit.EventID)}, "alice")
 	require.NoError(t, err)
-	require.Equal(t, replay.Act, plan.Verdict.Action)
-	require.Equal(t, "submit.new_attempt", plan.Verdict.Code)
+	require.Equal(t, preview.Act, plan.Verdict.Action)
+	require.Equal(t, "submit.queued", plan.Verdict.Code)
 
-	r, err := replay.Get(ctx, b.pool, plan.ReplayID)
+	r, err := b.desk.Get(ctx, plan.ReplayID)
 	require.NoError(t, err)
 	require.Equal(t, replay.StatusDryRun, r.Status)
 	require.Equal(t, replay.NoTicket, r.Ticket)
@@ -212,22 +214,22 @@ func TestEveryStepIsAudited(t *testing.T) {
 	require.Equal(t, replay.StepPlanned, r.Steps[0].Step)
 	require.Equal(t, string(task.Queued), r.Steps[0].TaskStatus)
 
-	_, err = replay.Execute(ctx, b.pool, plan.ReplayID, "carol")
+	_, err = b.desk.Execute(ctx, plan.ReplayID, "carol")
 	require.ErrorIs(t, err, replay.ErrNotApproved)
 
-	_, err = replay.Approve(ctx, b.pool, plan.ReplayID, approval)
+	_, err = b.desk.Approve(ctx, plan.ReplayID, approval)
 	require.NoError(t, err)
-	_, err = replay.Approve(ctx, b.pool, plan.ReplayID, approval)
+	_, err = b.desk.Approve(ctx, plan.ReplayID, approval)
 	require.ErrorIs(t, err, replay.ErrDecided)
 
 	// The task moved on between approval and execution: the replay still
 	// goes (it is harmless), and the step says what it met.
 	b.move(t, tk.ID, task.Submitting)
-	x, err := replay.Execute(ctx, b.pool, plan.ReplayID, "carol")
+	x, err := b.desk.Execute(ctx, plan.ReplayID, "carol")
 	require.NoError(t, err)
-	require.Equal(t, replay.StaleNoop, x.Verdict.Action)
+	require.Equal(t, preview.StaleNoop, x.Verdict.Action)
 
-	r, err = replay.Get(ctx, b.pool, plan.ReplayID)
+	r, err = b.desk.Get(ctx, plan.ReplayID)
 	require.NoError(t, err)
 	require.Equal(t, replay.StatusExecuted, r.Status)
 	require.Equal(t, approval.Ticket, r.Ticket)
@@ -251,12 +253,12 @@ func TestEveryStepIsAudited(t *testing.T) {
 	require.Equal(t, string(task.Submitting), r.Steps[2].TaskStatus)
 	require.Equal(t, x.ReplayEventID.String(), r.Steps[2].ReplayEventID)
 	require.NotNil(t, r.Plan)
-	require.Equal(t, replay.Act, r.Plan.Verdict.Action, "the plan as the dry run found it")
+	require.Equal(t, preview.Act, r.Plan.Verdict.Action, "the plan as the dry run found it")
 
 	// The quarantine view lists the replay.
-	q, err := replay.Show(ctx, b.pool, r.QuarantineID)
+	q, err := b.desk.Show(ctx, r.QuarantineID)
 	require.NoError(t, err)
-	require.Equal(t, replay.Replayed, q.Status)
+	require.Equal(t, quarantine.Replayed, q.Status)
 	require.Len(t, q.Replays, 1)
 	require.Equal(t, r.ReplayID, q.Replays[0].ReplayID)
 }
@@ -272,20 +274,20 @@ func TestRefusalsAreAuditedAndFinal(t *testing.T) {
 	forged := event(t, tk, catalog.EventSubmitRequested, task.SubmitRequested{TaskID: tk.ID, Version: 1})
 	forged.TenantID = other.String()
 	b.quarantine(t, entry(t, catalog.GroupSubmit, forged, "security.tenant_mismatch"))
-	plan, err := replay.Plan(ctx, b.pool, replay.Ref{ID: uuid.MustParse(forged.EventID)}, "alice")
+	plan, err := b.desk.Plan(ctx, replay.Ref{ID: uuid.MustParse(forged.EventID)}, "alice")
 	require.NoError(t, err)
-	require.Equal(t, replay.Verdict{Action: replay.Refuse, Code: "security.tenant_mismatch", Reason: plan.Verdict.Reason}, plan.Verdict)
+	require.Equal(t, preview.Verdict{Action: preview.Refuse, Code: "security.tenant_mismatch", Reason: plan.Verdict.Reason}, plan.Verdict)
 
-	rep, err := replay.Approve(ctx, b.pool, plan.ReplayID, approval)
+	rep, err := b.desk.Approve(ctx, plan.ReplayID, approval)
 	require.ErrorIs(t, err, replay.ErrRefused)
 	require.ErrorContains(t, err, "security.tenant_mismatch")
 	require.Equal(t, replay.StatusRejected, rep.Status)
-	r, err := replay.Get(ctx, b.pool, plan.ReplayID)
+	r, err := b.desk.Get(ctx, plan.ReplayID)
 	require.NoError(t, err)
 	require.Equal(t, replay.StatusRejected, r.Status)
 	require.Equal(t, approval.Ticket, r.Ticket)
 	require.Equal(t, []string{replay.StepPlanned, replay.StepRefused}, []string{r.Steps[0].Step, r.Steps[1].Step})
-	_, err = replay.Execute(ctx, b.pool, plan.ReplayID, "carol")
+	_, err = b.desk.Execute(ctx, plan.ReplayID, "carol")
 	require.ErrorIs(t, err, replay.ErrRefused)
 	require.Zero(t, b.count(t, `SELECT count(*) FROM outbox_events WHERE producer = 'replay'`))
 
@@ -294,11 +296,16 @@ func TestRefusalsAreAuditedAndFinal(t *testing.T) {
 	misfit := event(t, tk, catalog.EventSubmitRequested, map[string]any{"task_id": 42, "colour": "red"})
 	garbage := entry(t, catalog.GroupSubmit, misfit, "not_cloudevent")
 	garbage.EventID, garbage.Properties, garbage.Body = "", map[string]string{"x": "y"}, []byte{0xff, 0x00}
-	ids := b.quarantine(t, entry(t, catalog.GroupSubmit, ghost, "task.not_found"), entry(t, catalog.GroupSubmit, misfit, "payload.invalid"), garbage)
-	for i, want := range []string{"task.not_found", "payload.invalid", "envelope.unreadable"} {
-		p, err := replay.Plan(ctx, b.pool, replay.Ref{ID: ids[i]}, "alice")
+	// A group no stage of the build consumes, and an event its stage's
+	// rule refuses whatever the task's state.
+	render := event(t, tk, catalog.EventRenderRequested, map[string]any{"task_id": tk.ID})
+	fetch := event(t, tk, catalog.EventFetchRequested, task.FetchRequested{TaskID: tk.ID})
+	ids := b.quarantine(t, entry(t, catalog.GroupSubmit, ghost, "task.not_found"), entry(t, catalog.GroupSubmit, misfit, "payload.invalid"), garbage,
+		entry(t, catalog.GroupRender, render, "x.y"), entry(t, catalog.GroupFetch, fetch, "x.y"))
+	for i, want := range []string{"task.not_found", "payload.invalid", "envelope.unreadable", "replay.no_rule", "fetch.refused"} {
+		p, err := b.desk.Plan(ctx, replay.Ref{ID: ids[i]}, "alice")
 		require.NoError(t, err)
-		require.Equal(t, replay.Refuse, p.Verdict.Action)
+		require.Equal(t, preview.Refuse, p.Verdict.Action)
 		require.Equal(t, want, p.Verdict.Code, p.Verdict.Reason)
 	}
 	// The message without an event id is recorded under the nil UUID.
@@ -307,15 +314,15 @@ func TestRefusalsAreAuditedAndFinal(t *testing.T) {
 	// A verdict that turns into a refusal between approval and execution.
 	_, submit := b.taskAt(t, owner, task.Queued)
 	gone := b.quarantine(t, entry(t, catalog.GroupSubmit, submit, "provider.unavailable"))[0]
-	p, err := replay.Plan(ctx, b.pool, replay.Ref{ID: gone}, "alice")
+	p, err := b.desk.Plan(ctx, replay.Ref{ID: gone}, "alice")
 	require.NoError(t, err)
-	_, err = replay.Approve(ctx, b.pool, p.ReplayID, approval)
+	_, err = b.desk.Approve(ctx, p.ReplayID, approval)
 	require.NoError(t, err)
 	_, err = b.pool.Exec(ctx, `DELETE FROM message_quarantine WHERE quarantine_id = $1`, gone)
 	require.NoError(t, err)
-	_, err = replay.Execute(ctx, b.pool, p.ReplayID, "carol")
+	_, err = b.desk.Execute(ctx, p.ReplayID, "carol")
 	require.ErrorIs(t, err, replay.ErrRefused)
-	r, err = replay.Get(ctx, b.pool, p.ReplayID)
+	r, err = b.desk.Get(ctx, p.ReplayID)
 	require.NoError(t, err)
 	require.Equal(t, replay.StatusRejected, r.Status)
 	require.Equal(t, "quarantine.gone", r.Steps[len(r.Steps)-1].Verdict.Code)
@@ -346,44 +353,44 @@ func TestBulkDryRunCountsThenApprovesAndExecutesOnce(t *testing.T) {
 		poison, // REFUSED: no event
 		deadLetter(t, catalog.GroupFetch, event(t, tk, catalog.EventFetchRequested, task.FetchRequested{TaskID: tk.ID})), // another group
 	)
-	f := replay.Filter{Consumer: catalog.GroupSubmit.Name}
+	f := quarantine.Filter{Consumer: catalog.GroupSubmit.Name}
 
-	dry, err := replay.PlanBulk(ctx, b.pool, f)
+	dry, err := b.desk.PlanBulk(ctx, f)
 	require.NoError(t, err)
 	require.Equal(t, 6, dry.Matched)
 	require.Equal(t, 5, dry.Messages)
 	require.Equal(t, 5, dry.Planned)
-	require.Equal(t, map[replay.Action]int{replay.Act: 2, replay.StaleNoop: 1, replay.Refuse: 2}, dry.Counts)
+	require.Equal(t, map[preview.Action]int{preview.Act: 2, preview.StaleNoop: 1, preview.Refuse: 2}, dry.Counts)
 	require.Zero(t, b.count(t, `SELECT count(*) FROM message_replays`), "a bulk dry run reads only")
 
 	// Narrower filters.
-	dlqOnly, err := replay.PlanBulk(ctx, b.pool, replay.Filter{Consumer: f.Consumer, ErrorClass: "dlq"})
+	dlqOnly, err := b.desk.PlanBulk(ctx, quarantine.Filter{Consumer: f.Consumer, ErrorClass: "dlq"})
 	require.NoError(t, err)
 	require.Equal(t, 4, dlqOnly.Messages)
-	future, err := replay.PlanBulk(ctx, b.pool, replay.Filter{Consumer: f.Consumer, Since: time.Now().Add(time.Hour)})
+	future, err := b.desk.PlanBulk(ctx, quarantine.Filter{Consumer: f.Consumer, Since: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
 	require.Zero(t, future.Messages)
-	limited, err := replay.PlanBulk(ctx, b.pool, replay.Filter{Consumer: f.Consumer, Limit: 2})
+	limited, err := b.desk.PlanBulk(ctx, quarantine.Filter{Consumer: f.Consumer, Limit: 2})
 	require.NoError(t, err)
 	require.Equal(t, 5, limited.Messages)
 	require.Equal(t, 2, limited.Planned)
 
-	_, err = replay.ApproveBulk(ctx, b.pool, f, approval, 4)
+	_, err = b.desk.ApproveBulk(ctx, f, approval, 4)
 	require.ErrorIs(t, err, replay.ErrChanged)
 	require.Zero(t, b.count(t, `SELECT count(*) FROM message_replays`))
 
-	approved, err := replay.ApproveBulk(ctx, b.pool, f, approval, dry.Messages)
+	approved, err := b.desk.ApproveBulk(ctx, f, approval, dry.Messages)
 	require.NoError(t, err)
 	require.Equal(t, 3, approved.Approved)
 	require.Equal(t, 2, approved.Rejected)
 	require.Equal(t, 3, b.count(t, `SELECT count(*) FROM message_replays WHERE ticket = $1 AND status = 'APPROVED'`, approval.Ticket))
 	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM message_replays WHERE ticket = $1 AND status = 'REJECTED'`, approval.Ticket))
 
-	again, err := replay.ApproveBulk(ctx, b.pool, f, approval, 0)
+	again, err := b.desk.ApproveBulk(ctx, f, approval, 0)
 	require.NoError(t, err)
 	require.Equal(t, 3, again.AlreadyApproved, "the same ticket's approvals are not recorded twice")
 
-	x, err := replay.ExecuteBulk(ctx, b.pool, replay.ExecuteBulkParams{Ticket: approval.Ticket, Operator: "carol"})
+	x, err := b.desk.ExecuteBulk(ctx, replay.ExecuteBulkParams{Ticket: approval.Ticket, Operator: "carol"})
 	require.NoError(t, err)
 	require.Len(t, x.Executed, 3)
 	require.Empty(t, x.Failed)
@@ -393,44 +400,28 @@ func TestBulkDryRunCountsThenApprovesAndExecutesOnce(t *testing.T) {
 	}
 	require.Equal(t, 4, b.count(t, `SELECT count(*) FROM message_quarantine WHERE status = 'REPLAYED'`), "three events, one with a copy")
 
-	x, err = replay.ExecuteBulk(ctx, b.pool, replay.ExecuteBulkParams{Ticket: approval.Ticket, Operator: "carol"})
+	x, err = b.desk.ExecuteBulk(ctx, replay.ExecuteBulkParams{Ticket: approval.Ticket, Operator: "carol"})
 	require.NoError(t, err)
 	require.Empty(t, x.Executed)
 	require.Equal(t, 3, x.AlreadyExecuted)
 	require.Equal(t, 3, b.count(t, `SELECT count(*) FROM outbox_events WHERE producer = 'replay'`))
 
-	after, err := replay.PlanBulk(ctx, b.pool, f)
+	after, err := b.desk.PlanBulk(ctx, f)
 	require.NoError(t, err)
 	require.Equal(t, 2, after.Messages, "only the refused stay quarantined")
 }
 
-func TestListShowAndResolve(t *testing.T) {
+func TestShowAndResolve(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := t.Context()
-	tk, submit := b.taskAt(t, b.tenant(t), task.Queued)
+	_, submit := b.taskAt(t, b.tenant(t), task.Queued)
 	ids := b.quarantine(t,
 		entry(t, catalog.GroupSubmit, submit, "envelope.bad_id"),
 		deadLetter(t, catalog.GroupFetch, submit), // the same event id in another group
 	)
 
-	all, err := replay.List(ctx, b.pool, replay.Filter{})
-	require.NoError(t, err)
-	require.Len(t, all, 2)
-	require.Equal(t, catalog.EventSubmitRequested, all[0].EventType)
-	require.Equal(t, tk.ID.String(), all[0].AggregateID)
-	byCode, err := replay.List(ctx, b.pool, replay.Filter{ErrorCode: "envelope.*"})
-	require.NoError(t, err)
-	require.Len(t, byCode, 1)
-	require.Equal(t, ids[0], byCode[0].QuarantineID)
-	byGroup, err := replay.List(ctx, b.pool, replay.Filter{Consumer: catalog.GroupFetch.Name, ErrorClass: "dlq"})
-	require.NoError(t, err)
-	require.Len(t, byGroup, 1)
-	none, err := replay.List(ctx, b.pool, replay.Filter{Status: "replayed"})
-	require.NoError(t, err)
-	require.Empty(t, none)
-
-	q, err := replay.Show(ctx, b.pool, ids[0])
+	q, err := b.desk.Show(ctx, ids[0])
 	require.NoError(t, err)
 	require.Equal(t, "utf-8", q.BodyEncoding)
 	require.JSONEq(t, string(submit.Payload), q.Body)
@@ -438,18 +429,18 @@ func TestListShowAndResolve(t *testing.T) {
 	require.NotNil(t, q.Event)
 	require.Equal(t, submit.EventID, q.Event.EventID)
 	require.Empty(t, q.Replays)
-	_, err = replay.Show(ctx, b.pool, uuid.New())
+	_, err = b.desk.Show(ctx, uuid.New())
 	require.ErrorIs(t, err, replay.ErrNotFound)
 
 	// An event id quarantined for two groups needs the group.
-	_, err = replay.Plan(ctx, b.pool, replay.Ref{ID: uuid.MustParse(submit.EventID)}, "alice")
+	_, err = b.desk.Plan(ctx, replay.Ref{ID: uuid.MustParse(submit.EventID)}, "alice")
 	require.ErrorIs(t, err, replay.ErrAmbiguous)
 	require.ErrorContains(t, err, catalog.GroupFetch.Name)
-	p, err := replay.Plan(ctx, b.pool, replay.Ref{ID: uuid.MustParse(submit.EventID), Consumer: catalog.GroupFetch.Name}, "alice")
+	p, err := b.desk.Plan(ctx, replay.Ref{ID: uuid.MustParse(submit.EventID), Consumer: catalog.GroupFetch.Name}, "alice")
 	require.NoError(t, err)
 	require.Equal(t, ids[1], p.Message.QuarantineID)
 	require.Equal(t, "event.type_not_handled", p.Verdict.Code)
-	_, err = replay.Plan(ctx, b.pool, replay.Ref{ID: uuid.New()}, "alice")
+	_, err = b.desk.Plan(ctx, replay.Ref{ID: uuid.New()}, "alice")
 	require.ErrorIs(t, err, replay.ErrNotFound)
 
 	// A structured-mode message reads as well.
@@ -461,7 +452,7 @@ func TestListShowAndResolve(t *testing.T) {
 	structured := entry(t, catalog.GroupSubmit, submit, "x.y")
 	structured.EventID, structured.Properties, structured.Body = ev.ID(), map[string]string{"CE_datacontenttype": "application/cloudevents+json"}, body
 	sid := b.quarantine(t, structured)[0]
-	q, err = replay.Show(ctx, b.pool, sid)
+	q, err = b.desk.Show(ctx, sid)
 	require.NoError(t, err)
 	require.NotNil(t, q.Event, q.EventError)
 	require.Equal(t, ev.ID(), q.Event.EventID)
@@ -481,48 +472,27 @@ func TestInvalidRequestsAreRefusedWithTheirReason(t *testing.T) {
 		{replay.Decision{Ticket: "none", Operator: "bob", Reason: "r"}, `ticket "none"`},
 		{replay.Decision{Ticket: "T\n", Operator: "bob", Reason: "r"}, "control characters"},
 	} {
-		_, err := replay.Approve(ctx, b.pool, uuid.New(), tc.d)
+		_, err := b.desk.Approve(ctx, uuid.New(), tc.d)
 		require.ErrorIs(t, err, replay.ErrInvalid)
 		require.ErrorContains(t, err, tc.want)
 	}
-	_, err := replay.Approve(ctx, b.pool, uuid.New(), approval)
+	_, err := b.desk.Approve(ctx, uuid.New(), approval)
 	require.ErrorIs(t, err, replay.ErrNotFound)
-	_, err = replay.Execute(ctx, b.pool, uuid.New(), "carol")
+	_, err = b.desk.Execute(ctx, uuid.New(), "carol")
 	require.ErrorIs(t, err, replay.ErrNotFound)
-	_, err = replay.Plan(ctx, b.pool, replay.Ref{ID: uuid.New()}, "")
+	_, err = b.desk.Plan(ctx, replay.Ref{ID: uuid.New()}, "")
 	require.ErrorIs(t, err, replay.ErrInvalid)
 
-	for _, f := range []replay.Filter{
+	for _, f := range []quarantine.Filter{
 		{},
 		{Consumer: "cg.nope"},
-		{Consumer: catalog.GroupSubmit.Name, Limit: replay.MaxLimit + 1},
-		{Consumer: catalog.GroupSubmit.Name, Status: replay.Replayed},
+		{Consumer: catalog.GroupSubmit.Name, Limit: quarantine.MaxLimit + 1},
+		{Consumer: catalog.GroupSubmit.Name, Status: quarantine.Replayed},
 		{Consumer: catalog.GroupSubmit.Name, Since: time.Now(), Until: time.Now().Add(-time.Hour)},
 		{Consumer: catalog.GroupSubmit.Name, ErrorCode: "a*b"},
 	} {
-		_, err := replay.PlanBulk(ctx, b.pool, f)
+		_, err := b.desk.PlanBulk(ctx, f)
 		require.ErrorIs(t, err, replay.ErrInvalid, "%+v", f)
-	}
-	_, err = replay.List(ctx, b.pool, replay.Filter{Status: "LOST"})
-	require.ErrorIs(t, err, replay.ErrInvalid)
-}
-
-func TestParseTime(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	for in, want := range map[string]time.Time{
-		"2026-11-30T08:00:00Z":      time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC),
-		"2026-11-30T09:00:00+01:00": time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC),
-		"90m":                       now.Add(-90 * time.Minute),
-		"7d":                        now.Add(-7 * 24 * time.Hour),
-	} {
-		got, err := replay.ParseTime(in, now)
-		require.NoError(t, err, in)
-		require.Equal(t, want, got, in)
-	}
-	for _, in := range []string{"", "yesterday", "-5m", "2026-11-30"} {
-		_, err := replay.ParseTime(in, now)
-		require.ErrorIs(t, err, replay.ErrInvalid, in)
 	}
 }
 

@@ -1,37 +1,14 @@
 package replay
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/preview"
+	"github.com/aivedio/pipeline/shared/quarantine"
 )
-
-// Action is what a replay would lead to.
-type Action string
-
-// The actions of a [Verdict].
-const (
-	// Act: the consumer would do its work for the event (and, thanks to the
-	// business keys, only the part not done yet).
-	Act Action = "ACT"
-	// StaleNoop: the task has moved past the event; the consumer would
-	// record it as STALE_NOOP and change nothing. Replaying it is harmless
-	// and clears the quarantine.
-	StaleNoop Action = "STALE_NOOP"
-	// Refuse: the replay would fail again or must never be sent; it is not
-	// approved and never executed.
-	Refuse Action = "REFUSED"
-)
-
-// Verdict is what a replay would do now, and why.
-type Verdict struct {
-	Action Action `json:"action"`
-	// Code is a short stable reason, e.g. "submit.stale" or
-	// "security.tenant_mismatch".
-	Code   string `json:"code"`
-	Reason string `json:"reason"`
-}
 
 // Statuses of a message_replays row.
 const (
@@ -48,77 +25,29 @@ const (
 )
 
 // Report is a dry run: the message, the state it would meet, and the
-// verdict. It is what [Plan] returns and what dry_run_report keeps.
+// verdict. It is what [Desk.Plan] returns and what dry_run_report keeps.
 type Report struct {
 	// ReplayID is the message_replays row: the plan id, and the approval id
 	// once approved.
-	ReplayID  uuid.UUID `json:"replay_id"`
-	Status    string    `json:"status"`
-	PlannedAt time.Time `json:"planned_at"`
-	Message   Message   `json:"message"`
+	ReplayID  uuid.UUID          `json:"replay_id"`
+	Status    string             `json:"status"`
+	PlannedAt time.Time          `json:"planned_at"`
+	Message   quarantine.Message `json:"message"`
 	// Copies are other open quarantine rows of the same event and
 	// consumer (quarantined by the adapter and again from the DLQ): one
 	// replay settles them all.
 	Copies []uuid.UUID `json:"copies,omitempty"`
 	// Event is the quarantined envelope; nil when it cannot be read, and
 	// EventError says why.
-	Event      *Event       `json:"event,omitempty"`
-	EventError string       `json:"event_error,omitempty"`
-	Target     *Destination `json:"target,omitempty"`
+	Event      *envelope.Envelope `json:"event,omitempty"`
+	EventError string             `json:"event_error,omitempty"`
+	Target     *Destination       `json:"target,omitempty"`
 	// Task is the task the event is about, as it is now; nil when the
 	// event names none or it does not exist.
-	Task         *TaskState `json:"task,omitempty"`
-	Effects      Effects    `json:"effects"`
-	PriorReplays []Prior    `json:"prior_replays,omitempty"`
-	Verdict      Verdict    `json:"verdict"`
-}
-
-// Message is a message_quarantine row without its body.
-type Message struct {
-	QuarantineID    uuid.UUID `json:"quarantine_id"`
-	Consumer        string    `json:"consumer"`
-	EventID         string    `json:"event_id,omitempty"`
-	EventType       string    `json:"event_type,omitempty"`   // from the CE_type property
-	AggregateID     string    `json:"aggregate_id,omitempty"` // from the CE_subject property
-	MessageID       string    `json:"message_id"`
-	Topic           string    `json:"topic"`
-	Tag             string    `json:"tag,omitempty"`
-	ErrorClass      string    `json:"error_class"`
-	ErrorCode       string    `json:"error_code"`
-	ErrorDetail     string    `json:"error_detail,omitempty"`
-	DeliveryAttempt int       `json:"delivery_attempt"`
-	Source          string    `json:"source"`
-	Status          string    `json:"status"`
-	ReceivedAt      time.Time `json:"received_at"`
-}
-
-// MessageDetail is one quarantined message whole, as [Show] returns it.
-type MessageDetail struct {
-	Message
-	Properties map[string]string `json:"properties"`
-	// Body is the message body as text when it is UTF-8, else base64.
-	Body         string `json:"body"`
-	BodyEncoding string `json:"body_encoding"` // "utf-8" or "base64"
-	Event        *Event `json:"event,omitempty"`
-	EventError   string `json:"event_error,omitempty"`
-	// Replays are the replays planned for this event and consumer.
-	Replays []Replay `json:"replays"`
-}
-
-// Event is a quarantined envelope.
-type Event struct {
-	EventID       string          `json:"event_id"`
-	EventType     string          `json:"event_type"`
-	SchemaVersion int             `json:"schema_version"`
-	Producer      string          `json:"producer"`
-	OccurredAt    time.Time       `json:"occurred_at"`
-	AggregateType string          `json:"aggregate_type"`
-	AggregateID   string          `json:"aggregate_id"`
-	TenantID      string          `json:"tenant_id"`
-	TraceID       string          `json:"trace_id,omitempty"`
-	CorrelationID string          `json:"correlation_id,omitempty"`
-	CausationID   string          `json:"causation_id,omitempty"`
-	Payload       json.RawMessage `json:"payload"`
+	Task         *preview.TaskState `json:"task,omitempty"`
+	Effects      preview.Effects    `json:"effects"`
+	PriorReplays []Prior            `json:"prior_replays,omitempty"`
+	Verdict      preview.Verdict    `json:"verdict"`
 }
 
 // Destination is where a replay is written: the original topic, tag and
@@ -137,95 +66,6 @@ type Destination struct {
 	// AlsoConsumedBy lists other consumer groups that take this topic and
 	// tag: they receive the replay too, as a new event.
 	AlsoConsumedBy []string `json:"also_consumed_by,omitempty"`
-}
-
-// TaskState is a generation task as it is now.
-type TaskState struct {
-	TaskID          uuid.UUID       `json:"task_id"`
-	TenantID        uuid.UUID       `json:"tenant_id"`
-	Status          string          `json:"status"`
-	Version         int64           `json:"version"`
-	Progress        int             `json:"progress"`
-	CancelRequested bool            `json:"cancel_requested"`
-	Provider        string          `json:"provider,omitempty"`
-	ProviderJobID   string          `json:"provider_job_id,omitempty"`
-	NextRetryAt     *time.Time      `json:"next_retry_at,omitempty"`
-	NextPollAt      *time.Time      `json:"next_poll_at,omitempty"`
-	ErrorCode       string          `json:"error_code,omitempty"`
-	UpdatedAt       time.Time       `json:"updated_at"`
-	Timeline        []TimelineEntry `json:"timeline"` // the latest transitions, oldest first
-}
-
-// TimelineEntry is one task_events row.
-type TimelineEntry struct {
-	Version int64     `json:"version"`
-	From    string    `json:"from,omitempty"`
-	To      string    `json:"to"`
-	Reason  string    `json:"reason,omitempty"`
-	EventID string    `json:"event_id,omitempty"`
-	At      time.Time `json:"at"`
-}
-
-// Effects are the side effects already done for the task, and whether the
-// consumer already processed the quarantined event.
-type Effects struct {
-	Attempts    []Attempt     `json:"attempts"`
-	Assets      []Asset       `json:"assets"`
-	Reservation *Reservation  `json:"reservation,omitempty"`
-	Ledger      []LedgerEntry `json:"ledger"`
-	// Inbox is the consumer's inbox_dedup row for the original event; nil
-	// when the consumer never committed it.
-	Inbox *InboxRecord `json:"inbox,omitempty"`
-}
-
-// Attempt is a task_attempts row: one submission to a provider.
-type Attempt struct {
-	AttemptNo      int        `json:"attempt_no"`
-	AttemptID      uuid.UUID  `json:"attempt_id"`
-	Status         string     `json:"status"`
-	Provider       string     `json:"provider"`
-	ProviderJobID  string     `json:"provider_job_id,omitempty"` // the remote job
-	IdempotencyKey string     `json:"provider_idempotency_key"`
-	ErrorCode      string     `json:"error_code,omitempty"`
-	CreatedAt      time.Time  `json:"created_at"`
-	ResponseAt     *time.Time `json:"response_at,omitempty"`
-}
-
-// Asset is an assets row of the task.
-type Asset struct {
-	AssetID       uuid.UUID  `json:"asset_id"`
-	Kind          string     `json:"kind"`
-	ObjectKey     string     `json:"object_key"`
-	SizeBytes     int64      `json:"size_bytes"`
-	SourceAssetID *uuid.UUID `json:"source_asset_id,omitempty"`
-	CreatedAt     time.Time  `json:"created_at"`
-}
-
-// Reservation is the task's credit reservation.
-type Reservation struct {
-	ReservationID uuid.UUID  `json:"reservation_id"`
-	Amount        int64      `json:"amount"`
-	Status        string     `json:"status"`
-	CreatedAt     time.Time  `json:"created_at"`
-	SettledAt     *time.Time `json:"settled_at,omitempty"`
-}
-
-// LedgerEntry is a credit_ledger row about the task or its reservation.
-type LedgerEntry struct {
-	EntryID      uuid.UUID `json:"entry_id"`
-	Type         string    `json:"ledger_business_type"`
-	BusinessID   string    `json:"business_id"`
-	Amount       int64     `json:"amount"`
-	BalanceAfter int64     `json:"balance_after"`
-	CreatedAt    time.Time `json:"created_at"`
-}
-
-// InboxRecord is an inbox_dedup row.
-type InboxRecord struct {
-	Consumer    string    `json:"consumer"`
-	EventID     string    `json:"event_id"`
-	Result      string    `json:"result"`
-	ProcessedAt time.Time `json:"processed_at"`
 }
 
 // Prior is an earlier replay of the same event to the same consumer.
@@ -247,9 +87,9 @@ type Step struct {
 	Reason   string    `json:"reason,omitempty"`
 	// Verdict is the verdict checked at this step, with the task's state
 	// and version it was checked against.
-	Verdict     *Verdict `json:"verdict,omitempty"`
-	TaskStatus  string   `json:"task_status,omitempty"`
-	TaskVersion int64    `json:"task_version,omitempty"`
+	Verdict     *preview.Verdict `json:"verdict,omitempty"`
+	TaskStatus  string           `json:"task_status,omitempty"`
+	TaskVersion int64            `json:"task_version,omitempty"`
 	// ReplayEventID and Target are set on the executed step.
 	ReplayEventID string       `json:"replay_event_id,omitempty"`
 	Target        *Destination `json:"target,omitempty"`
@@ -286,10 +126,10 @@ type Replay struct {
 
 // stored is what dry_run_report holds.
 type stored struct {
-	QuarantineID uuid.UUID `json:"quarantine_id"`
-	Plan         Report    `json:"plan"`
-	Steps        []Step    `json:"steps"`
-	Bulk         *Filter   `json:"bulk_filter,omitempty"`
+	QuarantineID uuid.UUID          `json:"quarantine_id"`
+	Plan         Report             `json:"plan"`
+	Steps        []Step             `json:"steps"`
+	Bulk         *quarantine.Filter `json:"bulk_filter,omitempty"`
 }
 
 // step makes the step record of an inspection.

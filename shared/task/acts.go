@@ -8,11 +8,11 @@ import (
 // The predicates below say, per event type, which task states the stage
 // that consumes it acts on; an event for a task in any other state is stale
 // and the stage records a no-op. They are the one statement of that rule:
-// the stages in functions/ decide with them, and the replay preview
-// (shared/replay), which may not import functions/, decides with the same
-// ones, so the preview cannot drift from the stage it describes. They judge
-// the task's row only: what a stage looks up besides (an open attempt, an
-// asset) and its re-check under the row lock stay with the stage.
+// each stage in functions/ decides its deliveries with them, and its replay
+// preview (functions/<stage>/preview.go) with the same ones, so the preview
+// cannot drift from the stage it describes. They judge the task's row only:
+// what a stage looks up besides (an open attempt, an asset) and its
+// re-check under the row lock stay with the stage.
 
 // earlyWakeUp is how far before its next_retry_at a resubmit may arrive
 // and still count as due: broker timers are not exact.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aivedio/pipeline/adapter/cerocketmq"
 	"github.com/aivedio/pipeline/adapter/mq"
+	"github.com/aivedio/pipeline/shared/ceprops"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/quarantine"
@@ -54,13 +55,13 @@ func (n nextBuild) Receive(ctx context.Context, max int, invisible time.Duration
 	msgs, err := n.Consumer.Receive(ctx, max, invisible)
 	for _, m := range msgs {
 		props := m.Properties
-		if props[cerocketmq.PropertyPrefix+envelope.ExtSchemaVersion] != "2" {
+		if props[ceprops.Prefix+envelope.ExtSchemaVersion] != "2" {
 			continue
 		}
-		props[cerocketmq.PropertyPrefix+envelope.ExtSchemaVersion] = "1"
-		if kind, ok := props[cerocketmq.PropertyPrefix+"aggregatekind"]; ok {
-			props[cerocketmq.PropertyPrefix+envelope.ExtAggregateType] = kind
-			delete(props, cerocketmq.PropertyPrefix+"aggregatekind")
+		props[ceprops.Prefix+envelope.ExtSchemaVersion] = "1"
+		if kind, ok := props[ceprops.Prefix+"aggregatekind"]; ok {
+			props[ceprops.Prefix+envelope.ExtAggregateType] = kind
+			delete(props, ceprops.Prefix+"aggregatekind")
 		}
 		var v2 payloadV2
 		if json.Unmarshal(m.Body, &v2) == nil {

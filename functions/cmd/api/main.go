@@ -23,12 +23,14 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/aivedio/pipeline/functions"
 	"github.com/aivedio/pipeline/functions/api"
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/provider/replicate"
+	"github.com/aivedio/pipeline/shared/replay"
 	"github.com/aivedio/pipeline/shared/telemetry"
 )
 
@@ -93,7 +95,7 @@ func run(ctx context.Context) (err error) {
 	reg.MustRegister(provider.IdentityCollector())
 	srv := api.New(api.Options{
 		Pool: pool, Redis: rdb, Blob: store, Callbacks: parsers, Limits: cfg.API,
-		Models: cfg.API.Models, Price: billing.DefaultPrice,
+		Models: cfg.API.Models, Price: billing.DefaultPrice, Replay: replay.NewDesk(pool, functions.ReplayRules()),
 		Logger: logger, Registerer: reg,
 	})
 	// Ready needs both: without PostgreSQL no route works, and without

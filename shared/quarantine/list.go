@@ -1,19 +1,16 @@
-package replay
+package quarantine
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/pg"
 )
 
 // Quarantine row statuses, and the filter value that takes them all.
@@ -29,6 +26,14 @@ const (
 	DefaultLimit = 100
 	MaxLimit     = 1000
 )
+
+// ErrInvalid: a filter or a time is malformed; the error says what to
+// change.
+var ErrInvalid = errors.New("invalid quarantine filter")
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
 
 // Filter selects quarantined messages. The zero Filter lists the open
 // messages of every consumer, oldest first, up to [DefaultLimit].
@@ -46,8 +51,9 @@ type Filter struct {
 	Limit  int       `json:"limit,omitempty"`
 }
 
-// normalize applies the defaults and checks the bounds.
-func (f Filter) normalize() (Filter, error) {
+// Normalize applies the defaults and checks the bounds; an error wraps
+// [ErrInvalid].
+func (f Filter) Normalize() (Filter, error) {
 	f.Status = strings.ToUpper(strings.TrimSpace(f.Status))
 	switch f.Status {
 	case "":
@@ -109,41 +115,10 @@ func (f Filter) where() (string, []any) {
 	return strings.Join(conds, " AND "), args
 }
 
-// messageColumns are what scanMessage reads.
-const messageColumns = `quarantine_id, consumer_name, coalesce(event_id::text, ''), message_id, topic, coalesce(tag, ''),
-	error_class, error_code, coalesce(error_detail, ''), delivery_attempt, source, status, received_at, properties`
-
-// row is a quarantine row with what is needed to replay it.
-type row struct {
-	Message
-	props map[string]string
-	body  []byte
-}
-
-func scanMessage(r pgx.CollectableRow) (row, error) {
-	var m row
-	err := r.Scan(&m.QuarantineID, &m.Consumer, &m.EventID, &m.MessageID, &m.Topic, &m.Tag,
-		&m.ErrorClass, &m.ErrorCode, &m.ErrorDetail, &m.DeliveryAttempt, &m.Source, &m.Status, &m.ReceivedAt, &m.props)
-	if err != nil {
-		return row{}, fmt.Errorf("read quarantine row: %w", err)
-	}
-	m.derive()
-	return m, nil
-}
-
-// derive fills what a row's properties tell.
-func (m *row) derive() {
-	m.ReceivedAt = m.ReceivedAt.UTC()
-	m.EventType = m.props[propertyType]
-	m.AggregateID = m.props[propertySubject]
-	if m.EventType == "" && strings.Contains(m.Tag, ".") {
-		m.EventType = m.Tag // tags are event types except on asset.postprocess
-	}
-}
-
-// List returns the quarantined messages f selects, oldest first.
-func List(ctx context.Context, db DB, f Filter) ([]Message, error) {
-	f, err := f.normalize()
+// List returns the quarantined messages f selects, oldest first, without
+// their bodies.
+func List(ctx context.Context, db pg.Querier, f Filter) ([]Message, error) {
+	f, err := f.Normalize()
 	if err != nil {
 		return nil, err
 	}
@@ -164,57 +139,39 @@ func List(ctx context.Context, db DB, f Filter) ([]Message, error) {
 	return out, nil
 }
 
-// Show returns one quarantined message whole: its properties, its body,
-// the event it carries, and the replays planned for it.
-func Show(ctx context.Context, db DB, quarantineID uuid.UUID) (MessageDetail, error) {
-	r, err := readRow(ctx, db, quarantineID, false)
-	if err != nil {
-		return MessageDetail{}, err
-	}
-	q := MessageDetail{Message: r.Message, Properties: r.props}
-	if utf8.Valid(r.body) {
-		q.Body, q.BodyEncoding = string(r.body), "utf-8"
-	} else {
-		q.Body, q.BodyEncoding = base64.StdEncoding.EncodeToString(r.body), "base64"
-	}
-	if env, err := decodeEnvelope(r.props, r.body); err != nil {
-		q.EventError = err.Error()
-	} else {
-		q.Event = eventView(env)
-	}
-	q.Replays, err = replaysOf(ctx, db, r)
-	if err != nil {
-		return MessageDetail{}, err
-	}
-	return q, nil
+// Selection is what a filter selects for a bulk replay: every matching
+// row counted, and one row per event to act on.
+type Selection struct {
+	// Matched counts the rows f selects, and Events the events among them:
+	// the copies of one event count once.
+	Matched, Events int
+	// Oldest holds each event's oldest matching row, with its body, oldest
+	// first, up to the filter's limit.
+	Oldest []Stored
 }
 
-// readRow reads a quarantine row with its body, locking it when lock is set.
-func readRow(ctx context.Context, q querier, id uuid.UUID, lock bool) (row, error) {
-	sql := `SELECT ` + messageColumns + `, body FROM message_quarantine WHERE quarantine_id = $1`
-	if lock {
-		sql += ` FOR UPDATE`
+// SelectEvents counts what f selects and reads the oldest row of each
+// event, up to f's limit. f must be normalized.
+func SelectEvents(ctx context.Context, q pg.Querier, f Filter) (Selection, error) {
+	var s Selection
+	where, args := f.where()
+	// A row without a readable event id is an event of its own.
+	const event = `coalesce(event_id::text, quarantine_id::text)`
+	if err := q.QueryRow(ctx, `SELECT count(*), count(DISTINCT `+event+`) FROM message_quarantine WHERE `+where, args...).
+		Scan(&s.Matched, &s.Events); err != nil {
+		return Selection{}, fmt.Errorf("count quarantine: %w", err)
 	}
-	rows, err := q.Query(ctx, sql, id)
+	rows, err := q.Query(ctx, `SELECT `+messageColumns+`, body FROM message_quarantine WHERE quarantine_id IN (
+			SELECT DISTINCT ON (`+event+`) quarantine_id FROM message_quarantine WHERE `+where+`
+			ORDER BY `+event+`, received_at, quarantine_id)
+		ORDER BY received_at, quarantine_id LIMIT `+strconv.Itoa(f.Limit), args...)
 	if err != nil {
-		return row{}, fmt.Errorf("read quarantine row %s: %w", id, err)
+		return Selection{}, fmt.Errorf("select quarantine: %w", err)
 	}
-	r, err := pgx.CollectExactlyOneRow(rows, scanWithBody)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return row{}, fmt.Errorf("%w: no quarantined message %s", ErrNotFound, id)
+	if s.Oldest, err = pgx.CollectRows(rows, scanStored); err != nil {
+		return Selection{}, err
 	}
-	return r, err
-}
-
-func scanWithBody(r pgx.CollectableRow) (row, error) {
-	var m row
-	err := r.Scan(&m.QuarantineID, &m.Consumer, &m.EventID, &m.MessageID, &m.Topic, &m.Tag,
-		&m.ErrorClass, &m.ErrorCode, &m.ErrorDetail, &m.DeliveryAttempt, &m.Source, &m.Status, &m.ReceivedAt, &m.props, &m.body)
-	if err != nil {
-		return row{}, fmt.Errorf("read quarantine row: %w", err)
-	}
-	m.derive()
-	return m, nil
+	return s, nil
 }
 
 // maxAgeDays bounds an age in days, far from overflowing a Duration.
@@ -222,7 +179,7 @@ const maxAgeDays = 100 * 365
 
 // ParseTime reads a time given on a command line or in a query string:
 // RFC 3339 ("2026-11-30T08:00:00Z"), or an age before now ("90m", "24h",
-// "7d").
+// "7d"). An error wraps [ErrInvalid].
 func ParseTime(s string, now time.Time) (time.Time, error) {
 	s = strings.TrimSpace(s)
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
@@ -237,10 +194,4 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 		return now.Add(-d).UTC(), nil
 	}
 	return time.Time{}, invalidf("time %q is neither RFC 3339 (2026-11-30T08:00:00Z) nor an age such as 90m, 24h or 7d", s)
-}
-
-// groupOf finds the catalog group of a quarantine row's consumer.
-func groupOf(consumer string) (catalog.Group, bool) {
-	g, err := catalog.GroupByName(consumer)
-	return g, err == nil && g.Name == consumer
 }

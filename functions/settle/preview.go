@@ -1,0 +1,41 @@
+package settle
+
+import (
+	"time"
+
+	"github.com/aivedio/pipeline/shared/billing"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/preview"
+	"github.com/aivedio/pipeline/shared/task"
+)
+
+// Preview is the stage's rule for replay: what a replayed settle request
+// would do to the task's credit reservation as it is now.
+func Preview() preview.Rule {
+	return preview.RuleOf(catalog.EventSettleRequested, preview.PayloadTask, decide)
+}
+
+func decide(s preview.State, _ task.SettleRequested) preview.Verdict {
+	t, at := s.Task, preview.At(s.Task)
+	if !task.SettleActs(t) {
+		return preview.StaleNoop.Because("settle.not_over", "the task is %s: the settle that counts comes with its final transition, so the settle stage would record a stale no-op", at)
+	}
+	r := s.Effects.Reservation
+	if r == nil {
+		return preview.Refuse.Because("billing.no_reservation", "task %s holds no credit reservation: the settle stage would quarantine the event again", t.ID)
+	}
+	if r.Status != billing.Held {
+		settled := ""
+		if r.SettledAt != nil {
+			settled = " at " + r.SettledAt.Format(time.RFC3339)
+		}
+		return preview.StaleNoop.Because("settle.already_settled", "reservation %s was %s%s (ledger rows: %d): the settle stage would record a stale no-op, and UNIQUE(ledger_business_type, business_id) refuses a second entry anyway",
+			r.ReservationID, r.Status, settled, len(s.Effects.Ledger))
+	}
+	if t.Status.Charged() {
+		return preview.Act.Because("settle.capture", "the task is %s and reservation %s still HELD: the settle stage would capture its %d credits once (ledger key CAPTURE/%s)",
+			at, r.ReservationID, r.Amount, r.ReservationID)
+	}
+	return preview.Act.Because("settle.release", "the task is %s and reservation %s still HELD: the settle stage would release its %d credits; nothing is charged",
+		at, r.ReservationID, r.Amount)
+}
