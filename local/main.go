@@ -77,7 +77,15 @@ Try:
   curl -s %s/v1/generations/<task_id> -H 'Authorization: Bearer %s'
   curl -sN %s/v1/events -H 'Authorization: Bearer %s'
 
+Upload a file of your own (PUT it to upload.url with every upload.headers, then complete):
+  curl -s -X POST %s/v1/assets \
+    -H 'Authorization: Bearer %s' -H 'Idempotency-Key: upload-1' -H 'Content-Type: application/json' \
+    -d "{\"kind\":\"VIDEO\",\"content_type\":\"video/mp4\",\"size_bytes\":$(stat -c %%s clip.mp4),\"sha256\":\"$(sha256sum clip.mp4 | cut -d' ' -f1)\",\"filename\":\"clip.mp4\"}"
+  curl -s -X POST %s/v1/assets/<asset_id>/complete -H 'Authorization: Bearer %s'
+  curl -s %s/v1/assets -H 'Authorization: Bearer %s'
+
 Ctrl-C stops everything.
-`, env.describe(), env.apiURL, env.devKey, env.simURL, env.simURL, env.apiURL, env.devKey, env.models[0], env.apiURL, env.devKey, env.apiURL, env.devKey)
+`, env.describe(), env.apiURL, env.devKey, env.simURL, env.simURL, env.apiURL, env.devKey, env.models[0], env.apiURL, env.devKey, env.apiURL, env.devKey,
+		env.apiURL, env.devKey, env.apiURL, env.devKey, env.apiURL, env.devKey)
 	return env.wait(ctx)
 }

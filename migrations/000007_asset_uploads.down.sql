@@ -5,6 +5,7 @@ DROP INDEX assets_upload_idempotency;
 ALTER TABLE assets
     DROP CONSTRAINT assets_failed_has_reason,
     DROP CONSTRAINT assets_upload_declared,
+    DROP COLUMN rescues,
     DROP COLUMN updated_at,
     DROP COLUMN error_message,
     DROP COLUMN error_code,

@@ -16,6 +16,9 @@ ALTER TABLE assets
     ADD COLUMN error_code text,
     ADD COLUMN error_message text,
     ADD COLUMN updated_at timestamptz NOT NULL DEFAULT now(),
+    -- How often the reconciler re-emitted an upload's probe while it did
+    -- not move: bounded, then the upload FAILS with that reason.
+    ADD COLUMN rescues integer NOT NULL DEFAULT 0 CHECK (rescues >= 0),
     -- An upload is the only asset a client names by an idempotency key,
     -- and it says what it is.
     ADD CONSTRAINT assets_upload_declared CHECK (

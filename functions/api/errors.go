@@ -23,6 +23,8 @@ const (
 	CodeUnknownProvider        = "unknown_provider"         // 404: no callback verifier for the provider
 	CodeMethodNotAllowed       = "method_not_allowed"       // 405
 	CodeIdempotencyConflict    = "idempotency_conflict"     // 409: Idempotency-Key reused with another request
+	CodeNotUploaded            = "not_uploaded"             // 409: an upload is completed before its file was PUT
+	CodeUploadMismatch         = "upload_mismatch"          // 422: the uploaded file's size or sha256 is not the one announced
 	CodeTaskFinished           = "task_finished"            // 409: the task is terminal and cannot be canceled
 	CodeBusy                   = "busy"                     // 409: the task kept changing under the request; retry
 	CodeBodyTooLarge           = "body_too_large"           // 413
@@ -30,6 +32,7 @@ const (
 	CodeTooManyStreams         = "too_many_streams"         // 429: the tenant has too many event streams open
 	CodeInternal               = "internal"                 // 500: our fault; the message says nothing more
 	CodeEventStreamUnavailable = "event_stream_unavailable" // 503: live events are down for a moment; retry
+	CodeUploadsUnavailable     = "uploads_unavailable"      // 503: the deployment has no object storage for uploads
 )
 
 // apiError is an error response: the status, the code and a message a

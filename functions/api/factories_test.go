@@ -56,10 +56,10 @@ func setup(t *testing.T) *testBundle {
 	return setupWith(t, dbtest.TestSchema(t), stagetest.NewRedis(t))
 }
 
-// setupWith starts a server on pool and rdb.
-func setupWith(t *testing.T, pool *pgxpool.Pool, rdb *redis.Client) *testBundle {
+// setupWith starts a server on pool and rdb; opts change its options.
+func setupWith(t *testing.T, pool *pgxpool.Pool, rdb *redis.Client, opts ...func(*api.Options)) *testBundle {
 	t.Helper()
-	srv := api.New(api.Options{
+	o := api.Options{
 		Pool:       pool,
 		Redis:      rdb,
 		Blob:       fakePresigner{},
@@ -71,7 +71,11 @@ func setupWith(t *testing.T, pool *pgxpool.Pool, rdb *redis.Client) *testBundle 
 		Logger:     slog.New(slog.NewTextHandler(t.Output(), nil)),
 		Heartbeat:  200 * time.Millisecond,
 		Registerer: prometheus.NewRegistry(),
-	})
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	srv := api.New(o)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	return &testBundle{pool: pool, rdb: rdb, srv: srv, http: hs}

@@ -74,12 +74,7 @@ type errorDetail struct {
 
 // taskID parses the {id} of the path.
 func taskID(r *http.Request) (uuid.UUID, *apiError) {
-	raw := r.PathValue("id")
-	id, err := uuid.Parse(raw)
-	if err != nil || len(raw) != 36 {
-		return uuid.Nil, errorf(http.StatusBadRequest, CodeInvalidID, "%q is not a task id; task ids are UUIDs as returned by POST /v1/generations", truncate(raw, 64))
-	}
-	return id, nil
+	return pathID(r, "task id", "POST /v1/generations")
 }
 
 // taskNotFound is the same answer for a task that does not exist and a

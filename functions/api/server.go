@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -34,6 +35,9 @@ type Options struct {
 	// Blob presigns output downloads. Without one, outputs are listed with
 	// no download URL.
 	Blob Presigner
+	// Uploads takes the files of the Asset API; without one, uploads
+	// answer 503.
+	Uploads UploadStore
 	// Callbacks verify provider callbacks, one per provider name.
 	Callbacks []CallbackParser
 	Limits    config.API
@@ -59,6 +63,8 @@ type Server struct {
 	pool        *pgxpool.Pool
 	rdb         redis.UniversalClient
 	blob        Presigner
+	uploads     UploadStore
+	uploadTTL   time.Duration
 	callbacks   map[string]CallbackParser
 	limits      config.API
 	downloadTTL time.Duration
@@ -112,6 +118,9 @@ func New(o Options) *Server {
 	if o.Limits.MaxPromptChars <= 0 {
 		o.Limits.MaxPromptChars = 4000
 	}
+	if o.Limits.MaxUploadBytes <= 0 {
+		o.Limits.MaxUploadBytes = 2 << 30
+	}
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = 15 * time.Second
 	}
@@ -122,6 +131,8 @@ func New(o Options) *Server {
 		pool:      o.Pool,
 		rdb:       o.Redis,
 		blob:      o.Blob,
+		uploads:   o.Uploads,
+		uploadTTL: min(cmp.Or(o.Limits.UploadTTL, 15*time.Minute), blob.MaxPresignTTL),
 		callbacks: map[string]CallbackParser{},
 		limits:    o.Limits,
 		models:    slices.Sorted(slices.Values(o.Models)),
@@ -177,6 +188,10 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /v1/generations/{id}", s.tenantRoute(s.getGeneration))
 	mux.Handle("POST /v1/generations/{id}/cancel", s.tenantRoute(s.cancelGeneration))
 	mux.Handle("GET /v1/events", s.tenantRoute(s.streamEvents))
+	mux.Handle("POST /v1/assets", s.tenantRoute(s.createAsset))
+	mux.Handle("GET /v1/assets", s.tenantRoute(s.listAssets))
+	mux.Handle("GET /v1/assets/{id}", s.tenantRoute(s.getAsset))
+	mux.Handle("POST /v1/assets/{id}/complete", s.tenantRoute(s.completeAsset))
 	mux.Handle("POST /v1/provider-callbacks/{provider}", s.publicRoute(s.providerCallback))
 	mux.Handle("POST /v1/admin/tenants", s.adminRoute(s.createTenant))
 	mux.Handle("GET /v1/admin/quarantine", s.adminRoute(s.listQuarantine))

@@ -1,6 +1,8 @@
 // Package probe is the probe stage: ffprobe on a task's stored output,
 // its duration, codecs, resolution and bitrate recorded on the asset, and
-// the derivative steps requested.
+// the derivative steps requested; and on a tenant's upload (an event
+// without a task), which becomes READY when it is the media it declared,
+// or FAILED with what ffprobe found.
 //
 // ffprobe reads the object through a short-lived presigned URL, so nothing
 // is copied to local disk. An output that is not a playable video fails the

@@ -58,7 +58,8 @@ func TestUploadsAreProbedAsWhatTheyDeclare(t *testing.T) {
 		{"video as audio", asset.Audio, clip(t, true), asset.Failed, "media.not_audio", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			a := stagetest.NewUpload(t, pool, store, c.media, c.path, asset.Processing)
+			tenantID, _ := stagetest.NewTenant(t, pool)
+			a := stagetest.NewUpload(t, pool, store, tenantID, c.media, c.path, asset.Processing)
 			ev := stagetest.UploadEvent(t, a, a.TenantID, catalog.TagProbe)
 			_, err := fn.Handle(t.Context(), ev)
 			require.NoError(t, err)
@@ -92,7 +93,8 @@ func TestAnUploadOfAnotherTenantIsASecurityError(t *testing.T) {
 	t.Parallel()
 	pool, store := dbtest.TestSchema(t), newStore(t)
 	fn := probe.New(probe.Params{Pool: pool, Blob: store, Media: newTool(t)})
-	a := stagetest.NewUpload(t, pool, store, asset.Video, clip(t, false), asset.Processing)
+	tenantID, _ := stagetest.NewTenant(t, pool)
+	a := stagetest.NewUpload(t, pool, store, tenantID, asset.Video, clip(t, false), asset.Processing)
 	_, err := fn.Handle(t.Context(), stagetest.UploadEvent(t, a, uuid.New(), catalog.TagProbe))
 	require.Equal(t, 422, statusOf(t, err))
 	_, code := outcome.Of(outcome.FromResult(err))

@@ -47,6 +47,7 @@ type ScanReport struct {
 	DerivativesRetried int                 // optional derivatives a finished task lacks, asked for again
 	SlotScopesRebuilt  int                 // concurrency-slot scopes reset from the tasks in flight
 	NeedsAttention     int
+	Uploads            UploadReport
 	StaleOutboxRows    int           // unpublished rows older than OUTBOX_STALE_AFTER
 	OldestUnpublished  time.Duration // age of the oldest unpublished row
 }
@@ -112,6 +113,9 @@ func (r *reconciler) Scan(ctx context.Context) (ScanReport, error) {
 		return rep, err
 	}
 	if rep.SlotScopesRebuilt, err = r.rebuildSlots(ctx); err != nil {
+		return rep, err
+	}
+	if rep.Uploads, err = r.settleUploads(ctx, now); err != nil {
 		return rep, err
 	}
 	var oldest float64

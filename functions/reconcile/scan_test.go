@@ -27,7 +27,7 @@ import (
 var scanJourney = config.Journey{PollFirst: time.Second, PollMax: time.Minute, MaxWait: time.Hour, RetryBase: time.Second,
 	RetryMax: time.Minute, MaxRetries: 5, ReconcileAfter: 20 * time.Second, ReconcileRounds: 3,
 	SlotsPerTenant: 1, SlotsPerModel: 1, SlotsPerProv: 1, SlotLease: time.Hour,
-	ScanGrace: time.Minute, StuckAfter: 10 * time.Minute, OutboxStale: 5 * time.Minute}
+	ScanGrace: time.Minute, StuckAfter: 10 * time.Minute, OutboxStale: 5 * time.Minute, UploadExpiry: time.Hour}
 
 type scanBundle struct {
 	pool     *pgxpool.Pool

@@ -7,6 +7,9 @@
 // row before counting, so exactly one of them sees the set complete.
 // ffmpeg runs before that transaction, never inside it, reading the source
 // through a presigned URL and writing to a temporary directory.
+//
+// A tenant's uploaded video (an event without a task) gets a thumbnail,
+// which never holds the upload back.
 package transcode
 
 import (

@@ -85,19 +85,20 @@ type Asset struct {
 	Probed        bool
 	ErrorCode     string
 	ErrorMessage  string
+	Rescues       int // re-emissions of an upload's probe by the reconciler
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 }
 
 const columns = `asset_id, tenant_id, task_id, source_asset_id, kind, status, coalesce(media_type, ''), coalesce(filename, ''),
 	object_key, checksum_sha256, size_bytes, content_type, duration_ms, width, height, coalesce(video_codec, ''), coalesce(audio_codec, ''),
-	probe IS NOT NULL, coalesce(error_code, ''), coalesce(error_message, ''), created_at, updated_at`
+	probe IS NOT NULL, coalesce(error_code, ''), coalesce(error_message, ''), rescues, created_at, updated_at`
 
 func scan(row pgx.Row) (Asset, error) {
 	var a Asset
 	err := row.Scan(&a.ID, &a.TenantID, &a.TaskID, &a.SourceAssetID, &a.Kind, &a.Status, &a.MediaType, &a.Filename,
 		&a.ObjectKey, &a.SHA256, &a.SizeBytes, &a.ContentType, &a.DurationMS, &a.Width, &a.Height, &a.VideoCodec, &a.AudioCodec,
-		&a.Probed, &a.ErrorCode, &a.ErrorMessage, &a.CreatedAt, &a.UpdatedAt)
+		&a.Probed, &a.ErrorCode, &a.ErrorMessage, &a.Rescues, &a.CreatedAt, &a.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Asset{}, ErrNotFound
 	}
@@ -197,4 +198,21 @@ func AddDerivative(ctx context.Context, q pg.Querier, n NewDerivative) (added bo
 		return false, fmt.Errorf("record %s of asset %s: %w", n.Kind, n.SourceID, err)
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+// DerivativesOf lists the derivatives of each of sources, oldest first.
+func DerivativesOf(ctx context.Context, q pg.Querier, sources []uuid.UUID) (map[uuid.UUID][]Asset, error) {
+	rows, err := q.Query(ctx, `SELECT `+columns+` FROM assets WHERE source_asset_id = ANY($1) ORDER BY created_at, asset_id`, sources)
+	if err != nil {
+		return nil, fmt.Errorf("list derivatives: %w", err)
+	}
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Asset, error) { return scan(r) })
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[uuid.UUID][]Asset, len(sources))
+	for _, a := range all {
+		out[*a.SourceAssetID] = append(out[*a.SourceAssetID], a)
+	}
+	return out, nil
 }

@@ -257,6 +257,8 @@ type API struct {
 	MaxBodyBytes   int64         `envconfig:"API_MAX_BODY_BYTES" default:"65536" desc:"largest request body accepted; larger bodies get 413"`
 	MaxPromptChars int           `envconfig:"API_MAX_PROMPT_CHARS" default:"4000" desc:"longest prompt accepted, in characters"`
 	DownloadTTL    time.Duration `envconfig:"API_DOWNLOAD_URL_TTL" default:"15m" desc:"lifetime of the presigned download URLs the API hands out"`
+	UploadTTL      time.Duration `envconfig:"API_UPLOAD_URL_TTL" default:"15m" desc:"lifetime of the presigned upload URLs POST /v1/assets hands out"`
+	MaxUploadBytes int64         `envconfig:"API_MAX_UPLOAD_BYTES" default:"2147483648" desc:"largest file a tenant may upload as an asset (one PUT: at most 5 GiB)"`
 	ShedAfter      time.Duration `envconfig:"API_SHED_AFTER" default:"2m" desc:"once the oldest unpublished outbox event is older than this (broker down), creates from low-priority tenants get 503; 0 never sheds"`
 	ShedBelow      int           `envconfig:"API_SHED_BELOW_PRIORITY" default:"5" desc:"tenants with a priority below this are shed first"`
 	Models         []string      `envconfig:"API_MODELS" default:"minimax/video-01,kwaivgi/kling-v2.1,luma/ray-2-720p,wan-video/wan-2.2-t2v-fast" desc:"comma-separated provider models a generation may ask for"`
@@ -275,6 +277,12 @@ func (a API) Validate() error {
 	}
 	if a.DownloadTTL < time.Minute || a.DownloadTTL > time.Hour {
 		return errors.New("API_DOWNLOAD_URL_TTL must be between 1m and 1h: download links are meant to be short-lived")
+	}
+	if a.UploadTTL < time.Minute || a.UploadTTL > time.Hour {
+		return errors.New("API_UPLOAD_URL_TTL must be between 1m and 1h: upload links are meant to be short-lived")
+	}
+	if a.MaxUploadBytes < 1 || a.MaxUploadBytes > 5<<30 {
+		return errors.New("API_MAX_UPLOAD_BYTES must be from 1 to 5368709120 (5 GiB, the largest single PUT)")
 	}
 	return nil
 }
@@ -299,6 +307,7 @@ type Journey struct {
 	ScanGrace       time.Duration `envconfig:"RECONCILE_SCAN_GRACE" default:"2m" desc:"how far past its due time a task must be before the scanner re-emits its event"`
 	StuckAfter      time.Duration `envconfig:"RECONCILE_STUCK_AFTER" default:"15m" desc:"a task fetching or processing media this long without change gets its step re-emitted"`
 	OutboxStale     time.Duration `envconfig:"OUTBOX_STALE_AFTER" default:"5m" desc:"an unpublished outbox row this old is reported (metric and log) for alerting"`
+	UploadExpiry    time.Duration `envconfig:"UPLOAD_EXPIRY" default:"24h" desc:"an announced upload not completed this long after is FAILED (upload.expired)"`
 }
 
 // Validate reports the first unusable setting, naming its variable.
@@ -318,8 +327,8 @@ func (j Journey) Validate() error {
 		return errors.New("RECONCILE_DELAY must be positive")
 	case j.SlotsPerTenant < 1 || j.SlotsPerModel < 1 || j.SlotsPerProv < 1:
 		return errors.New("SLOTS_PER_TENANT, SLOTS_PER_MODEL and SLOTS_PER_PROVIDER must be at least 1")
-	case j.ScanGrace <= 0 || j.StuckAfter <= 0 || j.OutboxStale <= 0:
-		return errors.New("RECONCILE_SCAN_GRACE, RECONCILE_STUCK_AFTER and OUTBOX_STALE_AFTER must be positive")
+	case j.ScanGrace <= 0 || j.StuckAfter <= 0 || j.OutboxStale <= 0 || j.UploadExpiry <= 0:
+		return errors.New("RECONCILE_SCAN_GRACE, RECONCILE_STUCK_AFTER, OUTBOX_STALE_AFTER and UPLOAD_EXPIRY must be positive")
 	case j.SlotLease < j.MaxWait:
 		return errors.New("SLOT_LEASE must be at least GENERATION_MAX_WAIT, or a slot could expire under a running job")
 	}

@@ -94,7 +94,7 @@ func run(ctx context.Context) (err error) {
 	reg := telemetry.NewRegistry()
 	reg.MustRegister(provider.IdentityCollector())
 	srv := api.New(api.Options{
-		Pool: pool, Redis: rdb, Blob: store, Callbacks: parsers, Limits: cfg.API,
+		Pool: pool, Redis: rdb, Blob: store, Uploads: store, Callbacks: parsers, Limits: cfg.API,
 		Models: cfg.API.Models, Price: billing.DefaultPrice, Replay: replay.NewDesk(pool, functions.ReplayRules()),
 		Logger: logger, Registerer: reg,
 	})

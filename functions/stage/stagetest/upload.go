@@ -18,28 +18,37 @@ import (
 	"github.com/aivedio/pipeline/shared/tenant"
 )
 
-// NewUpload records the file at path as a tenant's upload, declared as
+// NewTenant creates a tenant with [Credits] and returns it with its API
+// key.
+func NewTenant(t *testing.T, pool *pgxpool.Pool) (uuid.UUID, string) {
+	t.Helper()
+	var c tenant.Created
+	require.NoError(t, pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error {
+		var err error
+		c, err = tenant.Create(t.Context(), tx, tenant.NewTenant{Name: "acme", Credits: Credits}, tenant.RoleTenant)
+		return err
+	}))
+	return c.TenantID, c.Key
+}
+
+// NewUpload records the file at path as an upload of tenantID, declared as
 // media and stored where the API puts it, moved to status (PROCESSING once
 // completed, READY once probed; the probe columns stay empty), and removes
-// the object after the test. The tenant is a new one with [Credits].
-func NewUpload(t *testing.T, pool *pgxpool.Pool, store *blob.Store, media asset.MediaType, path string, status asset.Status) asset.Asset {
+// the object after the test.
+func NewUpload(t *testing.T, pool *pgxpool.Pool, store *blob.Store, tenantID uuid.UUID, media asset.MediaType, path string, status asset.Status) asset.Asset {
 	t.Helper()
 	body, err := os.ReadFile(path)
 	require.NoError(t, err)
 	sum := sha256.Sum256(body)
 	var a asset.Asset
 	require.NoError(t, pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error {
-		c, err := tenant.Create(t.Context(), tx, tenant.NewTenant{Name: "acme", Credits: Credits}, tenant.RoleTenant)
-		if err != nil {
-			return err
-		}
 		id := uuid.Must(uuid.NewV7())
-		key, err := blob.AssetKey(c.TenantID.String(), id.String(), "original")
+		key, err := blob.AssetKey(tenantID.String(), id.String(), "original")
 		if err != nil {
 			return err
 		}
-		a, _, err = asset.CreateUpload(t.Context(), tx, asset.NewUpload{ID: id, TenantID: c.TenantID, IdempotencyKey: "k", RequestHash: sum[:],
-			MediaType: media, ContentType: "application/octet-stream", SizeBytes: int64(len(body)), SHA256: sum[:],
+		a, _, err = asset.CreateUpload(t.Context(), tx, asset.NewUpload{ID: id, TenantID: tenantID, IdempotencyKey: id.String(), RequestHash: sum[:],
+			MediaType: media, ContentType: contentTypes[media], SizeBytes: int64(len(body)), SHA256: sum[:],
 			Filename: filepath.Base(path), ObjectKey: key})
 		if err != nil || status == asset.PendingUpload {
 			return err
@@ -59,6 +68,8 @@ func NewUpload(t *testing.T, pool *pgxpool.Pool, store *blob.Store, media asset.
 	require.NoError(t, err)
 	return got
 }
+
+var contentTypes = map[asset.MediaType]string{asset.Video: "video/mp4", asset.Audio: "audio/mp4", asset.Image: "image/png"}
 
 // UploadEvent is the postprocess event of step about upload a, as the API
 // and the probe stage write it, naming tenantID.

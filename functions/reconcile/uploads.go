@@ -1,0 +1,75 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/aivedio/pipeline/shared/asset"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/task"
+)
+
+// UploadReport counts what one scan did to uploads that stopped half-way.
+type UploadReport struct {
+	Expired  int // announced, never completed: FAILED upload.expired
+	Rescued  int // probe re-emitted
+	GaveUpOn int // probe re-emitted maxRescues times without moving: FAILED media.probe_stuck
+}
+
+// settleUploads ends the uploads whose file never came, and re-emits the
+// probe of those that stay PROCESSING (its event was lost, or its stage
+// keeps failing), maxRescues times, then fails them with a reason: no
+// upload stays non-terminal for ever.
+func (r *reconciler) settleUploads(ctx context.Context, now time.Time) (UploadReport, error) {
+	var rep UploadReport
+	j := r.Journey
+	expired, err := asset.ExpireUploads(ctx, r.Pool, now.Add(-j.UploadExpiry), scanBatch, fmt.Sprintf(
+		"no file was completed within UPLOAD_EXPIRY (%s) of the announcement; announce the file again under a new Idempotency-Key", j.UploadExpiry))
+	if err != nil {
+		return rep, err
+	}
+	rep.Expired = len(expired)
+	stuck, err := asset.StuckUploads(ctx, r.Pool, now.Add(-j.StuckAfter), scanBatch)
+	if err != nil {
+		return rep, err
+	}
+	for _, id := range stuck {
+		if err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error { return r.rescueUpload(ctx, tx, id, now, &rep) }); err != nil {
+			return rep, fmt.Errorf("rescue upload %s: %w", id, err)
+		}
+	}
+	return rep, nil
+}
+
+func (r *reconciler) rescueUpload(ctx context.Context, tx pgx.Tx, id uuid.UUID, now time.Time, rep *UploadReport) error {
+	a, err := asset.Lock(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	if a.Status != asset.Processing || !a.UpdatedAt.Before(now.Add(-r.Journey.StuckAfter)) {
+		return nil // it moved since the scan read it
+	}
+	if a.Rescues >= maxRescues {
+		rep.GaveUpOn++
+		r.Logger.WarnContext(ctx, "upload probe stuck", slog.String("asset_id", id.String()), slog.Int("rescues", a.Rescues))
+		return asset.Fail(ctx, tx, id, "media.probe_stuck", fmt.Sprintf(
+			"the probe of the upload did not finish after %d re-emissions; the probe stage's logs and the quarantine (adapter quarantine list --consumer %s) say why",
+			a.Rescues, catalog.GroupProbe.Name))
+	}
+	e, err := scanOrigin.EmitFor(task.Aggregate{Type: task.AssetAggregateType, ID: a.ID, TenantID: a.TenantID},
+		task.Postprocess{AssetID: a.ID, Step: catalog.TagProbe})
+	if err != nil {
+		return err
+	}
+	if err := outbox.Write(ctx, tx, e); err != nil {
+		return err
+	}
+	rep.Rescued++
+	return asset.NoteRescue(ctx, tx, id)
+}

@@ -1,0 +1,62 @@
+package reconcile_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aivedio/pipeline/functions/stage/stagetest"
+	"github.com/aivedio/pipeline/shared/asset"
+	"github.com/aivedio/pipeline/shared/catalog"
+)
+
+// TestScanSettlesUploadsThatStoppedHalfWay: an announced upload whose file
+// never came fails after UPLOAD_EXPIRY; one whose probe was lost gets its
+// probe again, maxRescues times, and then fails with a reason.
+func TestScanSettlesUploadsThatStoppedHalfWay(t *testing.T) {
+	t.Parallel()
+	b := scanSetup(t)
+	store := stagetest.NewStore(t)
+	file := filepath.Join(t.TempDir(), "clip.mp4")
+	require.NoError(t, os.WriteFile(file, []byte("bytes"), 0o600))
+	abandoned := stagetest.NewUpload(t, b.pool, store, b.tenantID, asset.Video, file, asset.PendingUpload)
+	lost := stagetest.NewUpload(t, b.pool, store, b.tenantID, asset.Video, file, asset.Processing)
+	fresh := stagetest.NewUpload(t, b.pool, store, b.tenantID, asset.Video, file, asset.Processing)
+	age := func(id any, d time.Duration) {
+		_, err := b.pool.Exec(t.Context(), `UPDATE assets SET updated_at = now() - $2 * interval '1 second' WHERE asset_id = $1`, id, d.Seconds())
+		require.NoError(t, err)
+	}
+	age(abandoned.ID, scanJourney.UploadExpiry+time.Minute)
+	age(lost.ID, scanJourney.StuckAfter+time.Minute)
+
+	rep, err := b.scanner.Scan(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Uploads.Expired)
+	require.Equal(t, 1, rep.Uploads.Rescued)
+	got, err := asset.Get(t.Context(), b.pool, abandoned.ID)
+	require.NoError(t, err)
+	require.Equal(t, asset.Failed, got.Status)
+	require.Equal(t, "upload.expired", got.ErrorCode)
+	var probes int
+	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT count(*) FROM outbox_events WHERE aggregate_id = $1 AND tag = $2`,
+		lost.ID.String(), catalog.TagProbe).Scan(&probes))
+	require.Equal(t, 1, probes)
+	got, err = asset.Get(t.Context(), b.pool, fresh.ID)
+	require.NoError(t, err)
+	require.Equal(t, asset.Processing, got.Status, "a probe on its way is left alone")
+
+	for range 3 {
+		age(lost.ID, scanJourney.StuckAfter+time.Minute)
+		_, err := b.scanner.Scan(t.Context())
+		require.NoError(t, err)
+	}
+	got, err = asset.Get(t.Context(), b.pool, lost.ID)
+	require.NoError(t, err)
+	require.Equal(t, asset.Failed, got.Status)
+	require.Equal(t, "media.probe_stuck", got.ErrorCode)
+	require.Contains(t, got.ErrorMessage, catalog.GroupProbe.Name)
+	require.Equal(t, 3, got.Rescues)
+}
