@@ -115,7 +115,7 @@ func (u uploadRequest) hash() []byte {
 type uploadView struct {
 	AssetID uuid.UUID     `json:"asset_id"`
 	Status  asset.Status  `json:"status"`
-	Upload  *presignedPut `json:"upload"`
+	Upload  *presignedPut `json:"upload,omitempty"`
 }
 
 type presignedPut struct {

@@ -130,9 +130,9 @@ func notAVideo(p media.Probe, err error) string {
 	var exit *media.ExitError
 	switch {
 	case errors.Is(err, media.ErrNoMediaStreams), errors.Is(err, media.ErrInvalidProbe):
-		return "the provider's output is not a playable video: " + err.Error()
+		return "the provider's output is not a playable video (" + found(p, err) + ")"
 	case errors.As(err, &exit) && exit.ExitCode > 0 && !unreadable(exit):
-		return "the provider's output is not a playable video: " + err.Error()
+		return "the provider's output is not a playable video (" + found(p, err) + ")"
 	case err == nil && p.Video == nil:
 		return "the provider's output has no video stream"
 	}

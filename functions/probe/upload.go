@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -102,11 +103,25 @@ func notDeclared(a asset.Asset, p media.Probe, err error) (code, reason string) 
 	return "", ""
 }
 
-// found says what ffprobe saw, for a reason.
+// found says what ffprobe saw, for a reason a tenant reads: ffprobe's own
+// words about the file, never the storage URL it read it through.
 func found(p media.Probe, err error) string {
+	var exit *media.ExitError
 	switch {
+	case errors.As(err, &exit):
+		lines := strings.Split(strings.TrimSpace(exit.Stderr), "\n")
+		last := lines[len(lines)-1]
+		if i := strings.LastIndex(last, ": "); i >= 0 {
+			last = last[i+2:] // ffprobe prefixes its input's URL
+		}
+		if last == "" || strings.Contains(last, "://") {
+			return "ffprobe could not read it"
+		}
+		return "ffprobe: " + last
+	case errors.Is(err, media.ErrNoMediaStreams):
+		return "no audio or video stream"
 	case err != nil:
-		return "ffprobe: " + err.Error()
+		return "ffprobe could not make sense of it"
 	case p.Video == nil && p.Audio == nil:
 		return "no audio or video stream"
 	case p.Video == nil:

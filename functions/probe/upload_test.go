@@ -69,6 +69,7 @@ func TestUploadsAreProbedAsWhatTheyDeclare(t *testing.T) {
 			require.Equal(t, c.code, got.ErrorCode)
 			if c.code != "" {
 				require.Contains(t, got.ErrorMessage, filepath.Base(c.path), "the reason names the file")
+				require.NotContains(t, got.ErrorMessage, "://", "and never the storage URL")
 			} else {
 				require.True(t, got.Probed)
 				require.NotNil(t, got.DurationMS)
