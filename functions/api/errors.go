@@ -25,6 +25,7 @@ const (
 	CodeIdempotencyConflict    = "idempotency_conflict"     // 409: Idempotency-Key reused with another request
 	CodeNotUploaded            = "not_uploaded"             // 409: an upload is completed before its file was PUT
 	CodeUploadMismatch         = "upload_mismatch"          // 422: the uploaded file's size or sha256 is not the one announced
+	CodeInvalidTimeline        = "invalid_timeline"         // 400/422: a timeline that cannot be read or rendered (the message names the element)
 	CodeTaskFinished           = "task_finished"            // 409: the task is terminal and cannot be canceled
 	CodeBusy                   = "busy"                     // 409: the task kept changing under the request; retry
 	CodeBodyTooLarge           = "body_too_large"           // 413

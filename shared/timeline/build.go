@@ -7,6 +7,10 @@ import (
 	"github.com/google/uuid"
 )
 
+// durationSlackUS is how far past an asset's probed duration a range may
+// end: durations are stored to the millisecond.
+const durationSlackUS = 1000
+
 // builder checks the elements both formats lower to, naming each by the
 // path it had in what was posted.
 type builder struct {
@@ -47,7 +51,7 @@ func (b *builder) clip(path string, id uuid.UUID, in, out, start int64, fit Fit)
 		return refuse(path, "the clip starts before its asset (in %s)", seconds(in))
 	case out <= in:
 		return refuse(path, "in (%s) must be before out (%s)", seconds(in), seconds(out))
-	case out > length:
+	case out > length+durationSlackUS:
 		return refuse(path, "out (%s) is past the end of asset %s (%s long)", seconds(out), id, seconds(length))
 	}
 	b.spec.Clips = append(b.spec.Clips, Clip{AssetID: id, InUS: in, OutUS: out, StartUS: start, Fit: fit})

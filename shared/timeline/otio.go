@@ -242,7 +242,7 @@ func (b *builder) otioVideo(path string, tr otioTrack) (int64, *Error) {
 			if verr != nil {
 				return 0, verr
 			}
-			if out.OutUS+outOff > length {
+			if out.OutUS+outOff > length+durationSlackUS {
 				return 0, refuse(fmt.Sprintf("%s.children[%d]", path, i-1), "the dissolve after this clip needs %s of its media past its source_range, and asset %s ends %s after it",
 					seconds(outOff), out.AssetID, seconds(length-out.OutUS))
 			}

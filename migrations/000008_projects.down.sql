@@ -1,0 +1,2 @@
+DROP TABLE project_revisions;
+DROP TABLE projects;
