@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -31,6 +32,7 @@ import (
 type UploadStore interface {
 	PresignPut(ctx context.Context, key string, spec blob.UploadSpec, ttl time.Duration) (blob.Upload, error)
 	Stat(ctx context.Context, key string) (blob.Object, error)
+	ServerSHA256(ctx context.Context, key string) (string, error)
 	Open(ctx context.Context, key string) (io.ReadCloser, blob.Object, error)
 	Delete(ctx context.Context, key string) error
 }
@@ -45,8 +47,9 @@ const (
 	// a key.
 	uploadObjectName = "original"
 	// hashTimeout bounds reading a whole upload back to check its sha256,
-	// when the storage server kept no checksum of its own.
-	hashTimeout = 5 * time.Minute
+	// when the storage server kept no checksum of its own: within the API
+	// server's write timeout (60 s), so the client gets an answer.
+	hashTimeout = 45 * time.Second
 )
 
 // assetBody is the JSON body of POST /v1/assets as sent.
@@ -264,9 +267,22 @@ func (s *Server) checkUpload(ctx context.Context, a asset.Asset) *apiError {
 	if obj.Size != a.SizeBytes {
 		return mismatch("the uploaded object of asset %s is %d bytes, and the upload promised %d", a.ID, obj.Size, a.SizeBytes)
 	}
-	sum := obj.SHA256
+	// Only the server's own checksum, which it checked against the body,
+	// counts; metadata is what a writer claimed.
+	sumCtx, cancel := context.WithTimeout(ctx, dbTimeout)
+	sum, err := s.uploads.ServerSHA256(sumCtx, a.ObjectKey)
+	cancel()
+	if err != nil {
+		return s.internal(ctx, "read upload checksum", err)
+	}
 	if sum == "" {
-		if sum, err = s.hashUpload(ctx, a.ObjectKey); err != nil {
+		sum, err = s.hashUpload(ctx, a.ObjectKey)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return errorf(http.StatusServiceUnavailable, CodeUploadCheckSlow,
+				"the storage server keeps no checksum of its own, and the %d bytes of asset %s could not be read back within %s to check them; call complete again",
+				a.SizeBytes, a.ID, hashTimeout)
+		}
+		if err != nil {
 			return s.internal(ctx, "hash upload", err)
 		}
 	}
@@ -288,6 +304,9 @@ func (s *Server) hashUpload(ctx context.Context, key string) (string, error) {
 	defer body.Close()
 	h := sha256.New()
 	if _, err := io.Copy(h, body); err != nil {
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("read upload back: %w", ctx.Err())
+		}
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

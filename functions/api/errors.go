@@ -34,6 +34,7 @@ const (
 	CodeInternal               = "internal"                 // 500: our fault; the message says nothing more
 	CodeEventStreamUnavailable = "event_stream_unavailable" // 503: live events are down for a moment; retry
 	CodeUploadsUnavailable     = "uploads_unavailable"      // 503: the deployment has no object storage for uploads
+	CodeUploadCheckSlow        = "upload_check_slow"        // 503: an upload could not be read back in time to check it; retry
 )
 
 // apiError is an error response: the status, the code and a message a

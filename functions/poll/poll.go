@@ -162,8 +162,7 @@ func apply[T any](ctx context.Context, s *poller, d stage.Delivery[T], attemptID
 		}
 		if refused != nil {
 			log.WarnContext(ctx, "provider job refused", slog.String("error", refused.Error()))
-			releaseSlots(s, d)
-			return d.Escalate(ctx, stage.Uncurable("provider.identity_mismatch", refused))
+			return d.Escalate(ctx, stage.Uncurable("provider.identity_mismatch", refused), func(context.Context) { releaseSlots(s, d) })
 		}
 	}
 	switch class := provider.ClassOf(getErr); {
@@ -205,17 +204,17 @@ func apply[T any](ctx context.Context, s *poller, d stage.Delivery[T], attemptID
 	}
 	now := time.Now()
 	if t.DeadlineAt != nil && now.After(*t.DeadlineAt) {
-		d.AfterCommit(func(ctx context.Context) {
-			// The task is failed and refunded; stop the remote job too, or
-			// it keeps running (and charging) for nothing. Best effort: a
-			// job we cannot cancel ends on its own.
-			ctx, cancel := context.WithTimeout(ctx, s.Timeout)
-			defer cancel()
-			if _, cerr := s.Provider.Cancel(ctx, t.ProviderJobID); cerr != nil {
-				log.WarnContext(ctx, "cancel of the timed-out provider job failed", slog.String("provider_class", string(provider.ClassOf(cerr))))
-			}
-		})
 		return end(ctx, s, d, func(tx pgx.Tx, cur task.Task) error {
+			d.AfterCommit(func(ctx context.Context) {
+				// The task is failed and refunded; stop the remote job too,
+				// or it keeps running (and charging) for nothing. Best
+				// effort: a job we cannot cancel ends on its own.
+				ctx, cancel := context.WithTimeout(ctx, s.Timeout)
+				defer cancel()
+				if _, cerr := s.Provider.Cancel(ctx, t.ProviderJobID); cerr != nil {
+					log.WarnContext(ctx, "cancel of the timed-out provider job failed", slog.String("provider_class", string(provider.ClassOf(cerr))))
+				}
+			})
 			msg := fmt.Sprintf("the provider did not finish within GENERATION_MAX_WAIT (%s)", s.Journey.MaxWait)
 			if err := attempt.End(ctx, tx, cur.ID, cur.ProviderJobID, attempt.Failed, "max_wait", msg); err != nil {
 				return err
@@ -246,6 +245,12 @@ func (s *poller) reschedule(ctx context.Context, d stage.Delivery[task.PollDue],
 	t, due := d.Task, d.Payload
 	at = at.UTC().Truncate(time.Microsecond)
 	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		// The wait names the version as locked: a scanner's rescue may
+		// have touched the task since it was read.
+		cur, err := task.Lock(ctx, tx, t.ID)
+		if err != nil {
+			return "", err
+		}
 		moved, err := task.MovePoll(ctx, tx, t.ID, due.PollAt, at)
 		if err != nil || !moved {
 			return inbox.StaleNoop, err
@@ -254,8 +259,8 @@ func (s *poller) reschedule(ctx context.Context, d stage.Delivery[task.PollDue],
 		if at != due.PollAt {
 			retry++ // an early delivery put back is the same poll
 		}
-		next, err := d.Origin.EmitAt(t, task.PollDue{TaskID: t.ID, AttemptID: due.AttemptID, PollAt: at, Wait: task.Wait{
-			ExpectedStatus: task.ProviderRunning, ExpectedVersion: t.Version, NotBefore: at, Reason: reason, RetryAttempt: retry}}, at)
+		next, err := d.Origin.EmitAt(cur, task.PollDue{TaskID: t.ID, AttemptID: due.AttemptID, PollAt: at, Wait: task.Wait{
+			ExpectedStatus: task.ProviderRunning, ExpectedVersion: cur.Version, NotBefore: at, Reason: reason, RetryAttempt: retry}}, at)
 		if err != nil {
 			return "", err
 		}

@@ -55,6 +55,13 @@ func (r *reconciler) rescueUpload(ctx context.Context, tx pgx.Tx, id uuid.UUID, 
 	if a.Status != asset.Processing || !a.UpdatedAt.Before(now.Add(-r.Journey.StuckAfter)) {
 		return nil // it moved since the scan read it
 	}
+	// A probe still in the outbox is on its way (the relay or the broker
+	// is slow or down): re-emitting adds nothing and must not count.
+	var pending bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox_events WHERE published_at IS NULL AND aggregate_id = $1)`,
+		a.ID.String()).Scan(&pending); err != nil || pending {
+		return err
+	}
 	if a.Rescues >= maxRescues {
 		rep.GaveUpOn++
 		r.Logger.WarnContext(ctx, "upload probe stuck", slog.String("asset_id", id.String()), slog.Int("rescues", a.Rescues))

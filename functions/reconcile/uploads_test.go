@@ -48,9 +48,16 @@ func TestScanSettlesUploadsThatStoppedHalfWay(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, asset.Processing, got.Status, "a probe on its way is left alone")
 
+	age(lost.ID, scanJourney.StuckAfter+time.Minute)
+	rep, err = b.scanner.Scan(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, rep.Uploads.Rescued, "a probe still in the outbox is on its way: not re-emitted, not counted")
 	for range 3 {
+		// The relay published the probe; the probe stage never finished it.
+		_, err := b.pool.Exec(t.Context(), `UPDATE outbox_events SET published_at = now() WHERE published_at IS NULL`)
+		require.NoError(t, err)
 		age(lost.ID, scanJourney.StuckAfter+time.Minute)
-		_, err := b.scanner.Scan(t.Context())
+		_, err = b.scanner.Scan(t.Context())
 		require.NoError(t, err)
 	}
 	got, err = asset.Get(t.Context(), b.pool, lost.ID)

@@ -54,17 +54,28 @@ func Escalate(ctx context.Context, db inbox.TxBeginner, consumer string, ev enve
 	}
 	code, message := attentionReason(err)
 	_, ierr := inbox.Do(ctx, db, consumer, ev, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		cur, err := task.Lock(ctx, tx, id)
-		if err != nil {
-			return "", err
-		}
-		if cur.Status.Terminal() {
-			return inbox.StaleNoop, nil
-		}
-		_, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.NeedsAttention, Reason: code,
-			Set: task.Fields{ErrorCode: &code, ErrorMessage: &message}})
-		return inbox.Applied, err
+		return escalateTx(ctx, tx, o, id, code, message)
 	})
+	return escalated(ctx, id, code, message, ierr, log)
+}
+
+// escalateTx moves task id to NEEDS_ATTENTION in tx, unless it is
+// terminal already.
+func escalateTx(ctx context.Context, tx pgx.Tx, o task.Origin, id uuid.UUID, code, message string) (inbox.Result, error) {
+	cur, err := task.Lock(ctx, tx, id)
+	if err != nil {
+		return "", err
+	}
+	if cur.Status.Terminal() {
+		return inbox.StaleNoop, nil
+	}
+	_, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.NeedsAttention, Reason: code,
+		Set: task.Fields{ErrorCode: &code, ErrorMessage: &message}})
+	return inbox.Applied, err
+}
+
+// escalated reports the outcome of an escalation.
+func escalated(ctx context.Context, id uuid.UUID, code, message string, ierr error, log *slog.Logger) error {
 	if ierr != nil {
 		return fmt.Errorf("hand task %s to a person after %s: %w", id, code, ierr)
 	}

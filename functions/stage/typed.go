@@ -84,10 +84,21 @@ func (d Delivery[T]) Noop(ctx context.Context) error {
 	return Noop(ctx, d.db, d.Consumer, d.Env)
 }
 
-// Escalate sends the task to NEEDS_ATTENTION with err's reason (see
-// [Escalate]).
-func (d Delivery[T]) Escalate(ctx context.Context, err error) error {
-	return Escalate(ctx, d.db, d.Consumer, d.Env, d.Origin, d.Task.ID, err, d.Log)
+// Escalate sends the task to NEEDS_ATTENTION with err's reason when err
+// is [IsUncurable] (see [Escalate]); then, only once that committed, the
+// after-commit hooks then.
+func (d Delivery[T]) Escalate(ctx context.Context, err error, then ...func(ctx context.Context)) error {
+	if err == nil || !IsUncurable(err) {
+		return err
+	}
+	code, message := attentionReason(err)
+	ierr := d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		for _, fn := range then {
+			d.AfterCommit(fn)
+		}
+		return escalateTx(ctx, tx, d.Origin, d.Task.ID, code, message)
+	})
+	return escalated(ctx, d.Task.ID, code, message, ierr, d.Log)
 }
 
 // AfterCommit adds fn, work that must follow the delivery's commit and

@@ -233,8 +233,7 @@ func (s *submitter) record(ctx context.Context, d stage.Delivery[task.SubmitRequ
 	if stage.IsUncurable(err) {
 		// A job id another attempt already holds, say: the same answer
 		// would be refused on every delivery.
-		s.releaseSlots(d)
-		return d.Escalate(ctx, err)
+		return d.Escalate(ctx, err, func(context.Context) { s.releaseSlots(d) })
 	}
 	return err
 }

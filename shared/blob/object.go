@@ -42,16 +42,9 @@ type Object struct {
 // Stat describes the object under key without reading its body. A missing
 // object is [ErrNotFound].
 func (s *Store) Stat(ctx context.Context, key string) (Object, error) {
-	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{
-		Bucket:       aws.String(s.bucket),
-		Key:          aws.String(key),
-		ChecksumMode: types.ChecksumModeEnabled,
-	})
+	out, err := s.head(ctx, key)
 	if err != nil {
-		if isNotFound(err) {
-			return Object{}, fmt.Errorf("stat object %q: %w", key, ErrNotFound)
-		}
-		return Object{}, fmt.Errorf("stat object %q: %w", key, err)
+		return Object{}, err
 	}
 	return Object{
 		Key:         key,
@@ -60,6 +53,22 @@ func (s *Store) Stat(ctx context.Context, key string) (Object, error) {
 		ContentType: aws.ToString(out.ContentType),
 		ETag:        aws.ToString(out.ETag),
 	}, nil
+}
+
+// head asks for the object's headers, checksums included.
+func (s *Store) head(ctx context.Context, key string) (*s3.HeadObjectOutput, error) {
+	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{
+		Bucket:       aws.String(s.bucket),
+		Key:          aws.String(key),
+		ChecksumMode: types.ChecksumModeEnabled,
+	})
+	if err != nil {
+		if isNotFound(err) {
+			return nil, fmt.Errorf("stat object %q: %w", key, ErrNotFound)
+		}
+		return nil, fmt.Errorf("stat object %q: %w", key, err)
+	}
+	return out, nil
 }
 
 // Open streams the body of the object under key. The caller must close the

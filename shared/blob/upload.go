@@ -89,3 +89,17 @@ func (s *Store) PresignPut(ctx context.Context, key string, spec UploadSpec, ttl
 	}
 	return Upload{Method: req.Method, URL: req.URL, Headers: headers, ExpiresAt: time.Now().Add(ttl).UTC()}, nil
 }
+
+// ServerSHA256 is the sha256 the storage server itself keeps for the
+// object under key: its full-object checksum, which it checked against the
+// body on upload. It is "" when the server keeps none (a stand-in that
+// does not verify, a multipart upload's composite checksum); metadata a
+// writer recorded never counts. A missing object is [ErrNotFound].
+func (s *Store) ServerSHA256(ctx context.Context, key string) (string, error) {
+	out, err := s.head(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	sum, _ := fullObjectSHA256(out.ChecksumSHA256, out.ChecksumType)
+	return sum, nil
+}

@@ -66,11 +66,15 @@ func TestPresignPut(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, int64(size), obj.Size)
 			require.Equal(t, "video/mp4", obj.ContentType)
+			server, err := b.store.ServerSHA256(ctx, key)
+			require.NoError(t, err)
 			if !b.backend.lacks(serverChecksum) {
-				require.Equal(t, sum, obj.SHA256, "the server keeps the checksum the upload was signed with")
+				require.Equal(t, sum, server, "the server keeps the checksum the upload was signed with")
 			} else {
-				require.Empty(t, obj.SHA256, "an unverified checksum is never reported as the object's")
+				require.Empty(t, server, "an unverified checksum is never reported as the server's")
 			}
+			_, err = b.store.ServerSHA256(ctx, key+"-missing")
+			require.ErrorIs(t, err, ErrNotFound)
 
 			_, err = b.store.PresignPut(ctx, key, UploadSpec{ContentType: "video/mp4", Size: size, SHA256: "nope"}, time.Minute)
 			require.ErrorContains(t, err, "64 hex digits")

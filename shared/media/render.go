@@ -68,7 +68,12 @@ func (t *Tool) RenderChunk(ctx context.Context, c Chunk) error {
 	if dir == "" {
 		dir = filepath.Dir(c.Output)
 	}
-	args, secrets, err := chunkArgs(c, dir)
+	args, secrets, files, err := chunkArgs(c, dir)
+	defer func() {
+		for _, f := range files {
+			_ = os.Remove(f) // best effort: a leftover is a small hidden file
+		}
+	}()
 	if err != nil {
 		return err
 	}
@@ -103,12 +108,13 @@ func (t *Tool) Join(ctx context.Context, parts []string, output string) error {
 // usec renders microseconds as seconds for ffmpeg.
 func usec(us int64) string { return strconv.FormatFloat(float64(us)/1e6, 'f', 6, 64) }
 
-// chunkArgs builds the ffmpeg command of a chunk, and the URLs it holds.
-func chunkArgs(c Chunk, dir string) (args, secrets []string, err error) {
+// chunkArgs builds the ffmpeg command of a chunk, the URLs it holds, and
+// the title files it wrote, for the caller to remove.
+func chunkArgs(c Chunk, dir string) (args, secrets, files []string, err error) {
 	p, s := c.Profile, c.Spec
 	from, to := c.FromUS, c.ToUS
 	if from < 0 || to <= from || to > s.DurationUS {
-		return nil, nil, fmt.Errorf("render window %s..%s is outside the timeline (0..%s)", usec(from), usec(to), usec(s.DurationUS))
+		return nil, nil, nil, fmt.Errorf("render window %s..%s is outside the timeline (0..%s)", usec(from), usec(to), usec(s.DurationUS))
 	}
 	length := to - from
 	args = []string{"-nostdin", "-hide_banner", "-v", "error", "-protocol_whitelist", remoteProtocols + ",file"}
@@ -138,13 +144,17 @@ func chunkArgs(c Chunk, dir string) (args, secrets []string, err error) {
 		}
 		n, in, err := addInput(cl.AssetID, cl.InUS+start-cl.StartUS, end-start)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, files, err
 		}
 		frame := fmt.Sprintf("scale=%d:%d:force_original_aspect_ratio=decrease,pad=%d:%d:(ow-iw)/2:(oh-ih)/2:black", p.Width, p.Height, p.Width, p.Height)
 		if cl.Fit == timeline.FitCover {
 			frame = fmt.Sprintf("scale=%d:%d:force_original_aspect_ratio=increase,crop=%d:%d", p.Width, p.Height, p.Width, p.Height)
 		}
-		chain := fmt.Sprintf("[%d:v]fps=%d,%s,setsar=1,format=yuva420p,setpts=PTS-STARTPTS+%s/TB", n, p.FPS, frame, usec(start))
+		// The seek makes the window's first source instant time 0: shifted
+		// to its place on the output timeline, then sampled on the
+		// output's frame grid, a chunk picks the same source frames as one
+		// pass does.
+		chain := fmt.Sprintf("[%d:v]setpts=PTS+%s/TB,fps=%d,%s,setsar=1,format=yuva420p", n, usec(start), p.FPS, frame)
 		var afades []string
 		for _, tr := range s.Transitions {
 			switch i {
@@ -159,7 +169,7 @@ func chunkArgs(c Chunk, dir string) (args, secrets []string, err error) {
 			fmt.Sprintf("[%s][v%d]overlay=eof_action=pass:format=auto[o%d]", video, n, n))
 		video = fmt.Sprintf("o%d", n)
 		if in.HasAudio {
-			achain := fmt.Sprintf("[%d:a]aresample=48000,aformat=channel_layouts=stereo,asetpts=PTS-STARTPTS+%s/TB", n, usec(start))
+			achain := fmt.Sprintf("[%d:a]aresample=48000,aformat=channel_layouts=stereo,asetpts=PTS+%s/TB", n, usec(start))
 			for _, f := range afades {
 				achain += "," + f
 			}
@@ -170,7 +180,7 @@ func chunkArgs(c Chunk, dir string) (args, secrets []string, err error) {
 	if bed := s.Audio; bed != nil {
 		n, _, err := addInput(bed.AssetID, bed.InUS+from, length)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, files, err
 		}
 		graph = append(graph, fmt.Sprintf("[%d:a]aresample=48000,aformat=channel_layouts=stereo,volume=%gdB[a%d]", n, bed.GainDB, n))
 		audio = append(audio, fmt.Sprintf("a%d", n))
@@ -179,12 +189,21 @@ func chunkArgs(c Chunk, dir string) (args, secrets []string, err error) {
 		if title.EndUS <= from || title.StartUS >= to {
 			continue
 		}
-		file := filepath.Join(dir, fmt.Sprintf(".title-%d.txt", i))
-		if err := os.WriteFile(file, []byte(title.Text), 0o600); err != nil {
-			return nil, nil, fmt.Errorf("write title: %w", err)
+		f, err := os.CreateTemp(dir, ".title-*.txt")
+		if err != nil {
+			return nil, nil, files, fmt.Errorf("write title: %w", err)
+		}
+		file := f.Name()
+		files = append(files, file)
+		_, err = f.WriteString(title.Text)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, nil, files, fmt.Errorf("write title: %w", err)
 		}
 		graph = append(graph, fmt.Sprintf("[%s]drawtext=textfile='%s':font=Sans:fontcolor=white:fontsize=%d:box=1:boxcolor=black@0.5:boxborderw=%d:"+
-			"x=(w-text_w)/2:y=h-text_h-h/10:enable='between(t,%s,%s)'[t%d]", video, filterPath(file), max(p.Height/14, 12), max(p.Height/80, 2),
+			"x=(w-text_w)/2:y=h-text_h-h/10:enable='gte(t,%s)*lt(t,%s)'[t%d]", video, filterPath(file), max(p.Height/14, 12), max(p.Height/80, 2),
 			usec(title.StartUS), usec(title.EndUS), i))
 		video = fmt.Sprintf("t%d", i)
 	}
@@ -194,7 +213,7 @@ func chunkArgs(c Chunk, dir string) (args, secrets []string, err error) {
 		"-map", "[vout]", "-map", "[aout]", "-t", usec(length),
 		"-c:v", "libx264", "-preset", "veryfast", "-crf", "20", "-pix_fmt", "yuv420p", "-r", strconv.Itoa(p.FPS), "-g", strconv.Itoa(2*p.FPS),
 		"-c:a", "pcm_s16le", "-ar", "48000", "-ac", "2", "-f", "matroska", "-y", "file:"+c.Output)
-	return args, secrets, nil
+	return args, secrets, files, nil
 }
 
 func labels(names []string) string {

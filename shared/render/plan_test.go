@@ -47,9 +47,15 @@ func TestKeyChangesWithWhatDecidesTheBytes(t *testing.T) {
 	require.Equal(t, base, same)
 	other := sha256.Sum256([]byte("b"))
 	for _, k := range []func() (string, error){
-		func() (string, error) { return render.Key(spec, map[uuid.UUID][]byte{a: other[:]}, "720p30-h264", "render-1") },
-		func() (string, error) { return render.Key(spec, map[uuid.UUID][]byte{a: sum[:]}, "1080p30-h264", "render-1") },
-		func() (string, error) { return render.Key(spec, map[uuid.UUID][]byte{a: sum[:]}, "720p30-h264", "render-2") },
+		func() (string, error) {
+			return render.Key(spec, map[uuid.UUID][]byte{a: other[:]}, "720p30-h264", "render-1")
+		},
+		func() (string, error) {
+			return render.Key(spec, map[uuid.UUID][]byte{a: sum[:]}, "1080p30-h264", "render-1")
+		},
+		func() (string, error) {
+			return render.Key(spec, map[uuid.UUID][]byte{a: sum[:]}, "720p30-h264", "render-2")
+		},
 	} {
 		got, err := k()
 		require.NoError(t, err)

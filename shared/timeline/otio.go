@@ -68,6 +68,10 @@ type otioTime struct {
 type otioReference struct {
 	Schema    string `json:"OTIO_SCHEMA"`
 	TargetURL string `json:"target_url"`
+	// AvailableRange is the media's own range: editors export sources
+	// whose first frame is at a timecode (an hour, say), and a clip's
+	// source_range is on that clock.
+	AvailableRange *otioRange `json:"available_range"`
 }
 
 // otioMeta keeps only our namespace of an object's metadata.
@@ -101,8 +105,9 @@ func schemaIs(path, got string, names ...string) *Error {
 	return refuse(path+".OTIO_SCHEMA", "expected %s, got %q", strings.Join(names, " or "), got)
 }
 
-// asset reads the asset id of a clip's active media reference.
-func (it otioItem) asset(path string) (uuid.UUID, *Error) {
+// asset reads the asset id of a clip's active media reference, and where
+// the media's own clock starts (its available_range), in microseconds.
+func (it otioItem) asset(path string) (uuid.UUID, int64, *Error) {
 	ref := it.MediaReference
 	refPath := path + ".media_reference"
 	if len(it.MediaReferences) > 0 {
@@ -112,18 +117,25 @@ func (it otioItem) asset(path string) (uuid.UUID, *Error) {
 		}
 		r, ok := it.MediaReferences[key]
 		if !ok {
-			return uuid.Nil, refuse(path+".active_media_reference_key", "no media reference named %q", key)
+			return uuid.Nil, 0, refuse(path+".active_media_reference_key", "no media reference named %q", key)
 		}
 		ref, refPath = &r, path+".media_references."+key
 	}
 	if ref == nil || !strings.HasPrefix(ref.Schema, "ExternalReference") {
-		return uuid.Nil, refuse(refPath, "a clip's media reference must be an ExternalReference to %s<asset_id>", AssetURLPrefix)
+		return uuid.Nil, 0, refuse(refPath, "a clip's media reference must be an ExternalReference to %s<asset_id>", AssetURLPrefix)
 	}
 	id, err := uuid.Parse(strings.TrimPrefix(ref.TargetURL, AssetURLPrefix))
 	if !strings.HasPrefix(ref.TargetURL, AssetURLPrefix) || err != nil {
-		return uuid.Nil, refuse(refPath+".target_url", "target_url must be %s<asset_id>, got %q", AssetURLPrefix, ref.TargetURL)
+		return uuid.Nil, 0, refuse(refPath+".target_url", "target_url must be %s<asset_id>, got %q", AssetURLPrefix, ref.TargetURL)
 	}
-	return id, nil
+	var origin int64
+	if ref.AvailableRange != nil {
+		var terr *Error
+		if origin, terr = ref.AvailableRange.Start.micros(refPath + ".available_range.start_time"); terr != nil {
+			return uuid.Nil, 0, terr
+		}
+	}
+	return id, origin, nil
 }
 
 // sourceRange reads an item's source range in microseconds.
@@ -207,6 +219,7 @@ func (b *builder) otioVideo(path string, tr otioTrack) (int64, *Error) {
 	var open *pending   // a transition waiting for the clip after it
 	prevClip := -1      // index in spec.Clips of the item just before, -1 when a gap or none
 	prevCut := int64(0) // where the item just before starts on the track, by OTIO's timing
+	headUS := int64(0)  // how much of the item just before a dissolve into it took, after its cut
 	for i, it := range tr.Children {
 		ipath := fmt.Sprintf("%s.children[%d]", path, i)
 		switch name, _, _ := strings.Cut(it.Schema, "."); name {
@@ -232,8 +245,9 @@ func (b *builder) otioVideo(path string, tr otioTrack) (int64, *Error) {
 			if inOff < 0 || outOff < 0 || inOff+outOff <= 0 {
 				return 0, refuse(ipath, "a dissolve needs in_offset and out_offset of at least 0s, together longer than 0s")
 			}
-			if inOff > at-prevCut {
-				return 0, refuse(ipath+".in_offset", "in_offset (%s) is longer than the clip before it (%s)", seconds(inOff), seconds(at-prevCut))
+			if inOff+headUS > at-prevCut {
+				return 0, refuse(ipath+".in_offset", "in_offset (%s) and the dissolve into the clip before it (%s) together are longer than that clip (%s)",
+					seconds(inOff), seconds(headUS), seconds(at-prevCut))
 			}
 			// The outgoing clip plays on past the cut by out_offset: its
 			// media must go on that far.
@@ -249,7 +263,7 @@ func (b *builder) otioVideo(path string, tr otioTrack) (int64, *Error) {
 			out.OutUS += outOff
 			open = &pending{path: ipath, inOffsetUS: inOff, outOffsetUS: outOff}
 		case "Clip":
-			id, err := it.asset(ipath)
+			id, origin, err := it.asset(ipath)
 			if err != nil {
 				return 0, err
 			}
@@ -257,6 +271,7 @@ func (b *builder) otioVideo(path string, tr otioTrack) (int64, *Error) {
 			if err != nil {
 				return 0, err
 			}
+			in, out = in-origin, out-origin
 			start := at
 			if open != nil && open.outOffsetUS > out-in {
 				return 0, refuse(open.path+".out_offset", "out_offset (%s) is longer than the clip after it (%s)", seconds(open.outOffsetUS), seconds(out-in))
@@ -270,12 +285,15 @@ func (b *builder) otioVideo(path string, tr otioTrack) (int64, *Error) {
 				}
 				start, in = at-open.inOffsetUS, in-open.inOffsetUS
 				b.spec.Transitions = append(b.spec.Transitions, Transition{After: prevClip, StartUS: start, DurationUS: open.inOffsetUS + open.outOffsetUS})
-				open = nil
+			}
+			head := int64(0)
+			if open != nil {
+				head, open = open.outOffsetUS, nil
 			}
 			if err := b.clip(ipath, id, in, out, start, it.Metadata.Aivedio.Fit); err != nil {
 				return 0, err
 			}
-			prevClip, prevCut = len(b.spec.Clips)-1, at
+			prevClip, prevCut, headUS = len(b.spec.Clips)-1, at, head
 			at = start + out - in // the cut after it, before a dissolve extends it
 		case "Gap":
 			if open != nil {
@@ -288,7 +306,7 @@ func (b *builder) otioVideo(path string, tr otioTrack) (int64, *Error) {
 			if err := b.gap(ipath, out-in, at); err != nil {
 				return 0, err
 			}
-			prevClip, prevCut = -1, at
+			prevClip, prevCut, headUS = -1, at, 0
 			at += out - in
 		default:
 			return 0, refuse(ipath+".OTIO_SCHEMA", "a video track holds Clip, Gap and Transition items, not %q", it.Schema)
@@ -303,20 +321,15 @@ func (b *builder) otioVideo(path string, tr otioTrack) (int64, *Error) {
 // otioAudio lowers the audio track: one clip, the bed, at gain from the
 // timeline's metadata.
 func (b *builder) otioAudio(path string, tr otioTrack, meta otioMeta) *Error {
-	var clips []int
-	for i, it := range tr.Children {
-		if name, _, _ := strings.Cut(it.Schema, "."); name == "Clip" {
-			clips = append(clips, i)
-		} else if name != "Gap" || i > 0 {
-			return refuse(fmt.Sprintf("%s.children[%d]", path, i), "the audio track holds one clip, the bed")
-		}
+	if len(tr.Children) != 1 {
+		return refuse(path, "the audio track holds one clip, the bed, from the timeline's start; it has %d items", len(tr.Children))
 	}
-	if len(clips) != 1 {
-		return refuse(path, "the audio track holds one clip, the bed; it has %d", len(clips))
+	ipath := path + ".children[0]"
+	it := tr.Children[0]
+	if name, _, _ := strings.Cut(it.Schema, "."); name != "Clip" {
+		return refuse(ipath+".OTIO_SCHEMA", "the audio track holds one clip, the bed, not %q", it.Schema)
 	}
-	ipath := fmt.Sprintf("%s.children[%d]", path, clips[0])
-	it := tr.Children[clips[0]]
-	id, err := it.asset(ipath)
+	id, origin, err := it.asset(ipath)
 	if err != nil {
 		return err
 	}
@@ -324,6 +337,7 @@ func (b *builder) otioAudio(path string, tr otioTrack, meta otioMeta) *Error {
 	if err != nil {
 		return err
 	}
+	in -= origin
 	gain := 0.0
 	if meta.Aivedio.Audio != nil {
 		gain = meta.Aivedio.Audio.GainDB

@@ -53,9 +53,11 @@ func (s Shorthand) Lower(resolve Resolver) (Spec, error) {
 	b := &builder{resolve: resolve}
 	const root = "timeline"
 	at := int64(0)
+	lastIn := int64(0) // the dissolve into the clip before, which took its start
 	for i, c := range s.Clips {
 		path := fmt.Sprintf("%s.clips[%d]", root, i)
 		start := at
+		thisIn := int64(0)
 		if tr := c.TransitionIn; tr != nil {
 			tpath := path + ".transition_in"
 			d := micros(tr.Duration)
@@ -66,9 +68,10 @@ func (s Shorthand) Lower(resolve Resolver) (Spec, error) {
 				return Spec{}, refuse(tpath+".type", "the only transition is \"dissolve\", got %q", tr.Type)
 			case d <= 0:
 				return Spec{}, refuse(tpath+".duration", "a dissolve must last longer than 0s")
-			case d > micros(c.Out-c.In) || d > b.spec.Clips[i-1].OutUS-b.spec.Clips[i-1].InUS:
-				return Spec{}, refuse(tpath+".duration", "a dissolve of %s is longer than one of the clips it joins", seconds(d))
+			case d > micros(c.Out-c.In) || d+lastIn > b.spec.Clips[i-1].OutUS-b.spec.Clips[i-1].InUS:
+				return Spec{}, refuse(tpath+".duration", "a dissolve of %s is longer than one of the clips it joins (with the dissolve into the clip before, if any)", seconds(d))
 			}
+			thisIn = d
 			start = at - d
 			b.spec.Transitions = append(b.spec.Transitions, Transition{After: i - 1, StartUS: start, DurationUS: d})
 		}
@@ -76,6 +79,7 @@ func (s Shorthand) Lower(resolve Resolver) (Spec, error) {
 			return Spec{}, err
 		}
 		at = b.spec.Clips[len(b.spec.Clips)-1].EndUS()
+		lastIn = thisIn
 	}
 	for i, t := range s.Titles {
 		if err := b.title(fmt.Sprintf("%s.titles[%d]", root, i), t.Text, micros(t.Start), micros(t.End)); err != nil {

@@ -154,6 +154,8 @@ func TestShorthandRefusals(t *testing.T) {
 		{"wipe", timeline.Shorthand{Clips: []timeline.ShorthandClip{clip(assetA, 0, 2), {AssetID: assetB, Out: 2,
 			TransitionIn: &timeline.ShorthandTransition{Type: "wipe", Duration: 1}}}}, "timeline.clips[1].transition_in.type", "dissolve"},
 		{"dissolve too long", timeline.Shorthand{Clips: []timeline.ShorthandClip{clip(assetA, 0, 1), dissolve(clip(assetB, 0, 4), 2)}}, "timeline.clips[1].transition_in.duration", "longer than one of the clips"},
+		{"dissolves that overlap in one clip", timeline.Shorthand{Clips: []timeline.ShorthandClip{clip(assetA, 0, 3), dissolve(clip(assetB, 0, 2), 1.5),
+			dissolve(clip(assetC, 0, 3), 1)}}, "timeline.clips[2].transition_in.duration", "with the dissolve into the clip before"},
 		{"too many clips", timeline.Shorthand{Clips: many}, "timeline.clips[50]", "at most 50"},
 		{"too long", timeline.Shorthand{Clips: long}, "timeline.clips", "the limit is 10m0s"},
 		{"title past the end", timeline.Shorthand{Clips: []timeline.ShorthandClip{clip(assetA, 0, 2)}, Titles: []timeline.ShorthandTitle{{Text: "x", Start: 1, End: 3}}}, "timeline.titles[0]", "after the timeline"},
@@ -178,4 +180,21 @@ func TestSameContentSameHash(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, a.Hash(), b.Hash(), "the same timeline to the microsecond")
 	require.NotEqual(t, a.Hash(), c.Hash())
+}
+
+// TestOTIOSourceOnATimecodeClock: an editor's export whose media starts at
+// an hour of timecode names its ranges on that clock; the available_range
+// says where the media's own clock starts.
+func TestOTIOSourceOnATimecodeClock(t *testing.T) {
+	t.Parallel()
+	o, err := timeline.ParseOTIO([]byte(`{"OTIO_SCHEMA":"Timeline.1","tracks":{"OTIO_SCHEMA":"Stack.1","children":[
+		{"OTIO_SCHEMA":"Track.1","kind":"Video","children":[{"OTIO_SCHEMA":"Clip.2",
+		"source_range":{"OTIO_SCHEMA":"TimeRange.1","start_time":{"OTIO_SCHEMA":"RationalTime.1","rate":24,"value":86424},"duration":{"OTIO_SCHEMA":"RationalTime.1","rate":24,"value":48}},
+		"media_references":{"DEFAULT_MEDIA":{"OTIO_SCHEMA":"ExternalReference.1","target_url":"aivedio://assets/` + assetA.String() + `",
+			"available_range":{"OTIO_SCHEMA":"TimeRange.1","start_time":{"OTIO_SCHEMA":"RationalTime.1","rate":24,"value":86400},"duration":{"OTIO_SCHEMA":"RationalTime.1","rate":24,"value":240}}}},
+		"active_media_reference_key":"DEFAULT_MEDIA"}]}]}}`))
+	require.NoError(t, err)
+	spec, err := o.Lower(library)
+	require.NoError(t, err)
+	require.Equal(t, []timeline.Clip{{AssetID: assetA, InUS: 1 * s, OutUS: 3 * s}}, spec.Clips, "1 s to 3 s into the media")
 }
