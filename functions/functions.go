@@ -19,6 +19,7 @@ import (
 	"github.com/aivedio/pipeline/functions/poll"
 	"github.com/aivedio/pipeline/functions/probe"
 	"github.com/aivedio/pipeline/functions/reconcile"
+	"github.com/aivedio/pipeline/functions/render"
 	"github.com/aivedio/pipeline/functions/settle"
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/functions/submit"
@@ -76,6 +77,9 @@ var constructors = map[string]Constructor{
 	},
 	transcode.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
 		return transcode.New(transcode.Params{Pool: d.Pool, Blob: d.Blob, Media: d.Media, TmpDir: d.TmpDir, Logger: d.Logger}), nil
+	},
+	render.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
+		return render.New(render.Params{Pool: d.Pool, Blob: d.Blob, Media: d.Media, Redis: d.Redis, TmpDir: d.TmpDir, Logger: d.Logger}), nil
 	},
 	settle.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
 		return settle.New(settle.Params{Pool: d.Pool, Logger: d.Logger}), nil

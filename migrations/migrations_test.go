@@ -22,7 +22,7 @@ import (
 var allTables = []string{
 	"outbox_events", "inbox_dedup", "message_quarantine", "message_replays",
 	"tenants", "api_keys", "generation_tasks", "task_attempts", "task_events", "assets", "render_jobs",
-	"credit_accounts", "credit_reservations", "credit_ledger", "derivative_failures", "projects", "project_revisions",
+	"credit_accounts", "credit_reservations", "credit_ledger", "derivative_failures", "projects", "project_revisions", "render_chunks",
 }
 
 // taskStates are the firm generation task states of DESIGN.md §5.

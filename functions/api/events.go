@@ -27,6 +27,9 @@ const (
 //	event: task.state.changed
 //	data: {"event_id":...,"task_id":...,"tenant_id":...,"from":...,"to":...,"version":...,"progress":...,"error_code":...,"at":...}
 //
+// A render's changes come on the same stream, with render_id instead of
+// task_id (and the render's id in the frame's id).
+//
 // plus a comment line every heartbeat so proxies keep the connection open.
 // A Last-Event-ID header changes nothing: there is no replay.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, p tenant.Principal) *apiError {

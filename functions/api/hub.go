@@ -287,7 +287,7 @@ func isTimeout(err error) bool {
 func (h *hub) deliver(ctx context.Context, channel, payload string) {
 	tenantID, ok := live.TenantOf(channel)
 	change, err := live.Decode(payload)
-	if !ok || err != nil || change.TenantID != tenantID || change.TaskID == uuid.Nil {
+	if !ok || err != nil || change.TenantID != tenantID || change.Subject() == uuid.Nil {
 		h.log.WarnContext(ctx, "ignoring a malformed state change", slog.String("channel", channel), slog.Int("bytes", len(payload)))
 		return
 	}
@@ -296,7 +296,7 @@ func (h *hub) deliver(ctx context.Context, channel, payload string) {
 	// would end the event early.
 	data, err := json.Marshal(change)
 	if err != nil {
-		h.log.WarnContext(ctx, "ignoring a state change that does not encode", slog.String("task_id", change.TaskID.String()))
+		h.log.WarnContext(ctx, "ignoring a state change that does not encode", slog.String("subject", change.Subject().String()))
 		return
 	}
 	h.dispatch(tenantID, frame(change, data))
@@ -307,5 +307,5 @@ func (h *hub) deliver(ctx context.Context, channel, payload string) {
 // stage runs at least once) carries the same id. The data's event_id names
 // the task.state.changed event it came from.
 func frame(change live.Change, data []byte) []byte {
-	return fmt.Appendf(nil, "id: %s:%d\nevent: %s\ndata: %s\n\n", change.TaskID, change.Version, catalog.EventTaskStateChanged, data)
+	return fmt.Appendf(nil, "id: %s:%d\nevent: %s\ndata: %s\n\n", change.Subject(), change.Version, catalog.EventTaskStateChanged, data)
 }

@@ -133,7 +133,7 @@ func idempotencyKey(h http.Header) (string, *apiError) {
 	values := h.Values("Idempotency-Key")
 	if len(values) == 0 || values[0] == "" {
 		return "", errorf(http.StatusBadRequest, CodeInvalidIdempotencyKey,
-			"the Idempotency-Key header is required: a unique string per generation (1 to %d printable characters, e.g. a UUID), sent again unchanged when retrying", MaxIdempotencyKey)
+			"the Idempotency-Key header is required: a unique string per request (1 to %d printable characters, e.g. a UUID), sent again unchanged when retrying", MaxIdempotencyKey)
 	}
 	if len(values) > 1 {
 		return "", errorf(http.StatusBadRequest, CodeInvalidIdempotencyKey, "send exactly one Idempotency-Key header")

@@ -45,6 +45,9 @@ type Options struct {
 	Models []string
 	// Price is what a generation reserves; every model must cost more than 0.
 	Price billing.Price
+	// RenderPrice is what a render reserves; billing.DefaultRenderPrice
+	// when zero.
+	RenderPrice billing.RenderPrice
 	// Replay serves the admin replay endpoints: replay.NewDesk on the same
 	// pool with the rules of the build's stages (functions.ReplayRules).
 	Replay *replay.Desk
@@ -70,6 +73,7 @@ type Server struct {
 	downloadTTL time.Duration
 	models      []string // sorted, for lookups and messages
 	price       billing.Price
+	renderPrice billing.RenderPrice
 	replay      *replay.Desk
 	log         *slog.Logger
 	metrics     *metrics
@@ -107,6 +111,9 @@ func New(o Options) *Server {
 			panic(fmt.Sprintf("api.New: model %q has no positive price per second", m))
 		}
 	}
+	if o.RenderPrice.DefaultPerSecond <= 0 {
+		o.RenderPrice = billing.DefaultRenderPrice
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -128,21 +135,22 @@ func New(o Options) *Server {
 		o.NowFunc = time.Now
 	}
 	s := &Server{
-		pool:      o.Pool,
-		rdb:       o.Redis,
-		blob:      o.Blob,
-		uploads:   o.Uploads,
-		uploadTTL: min(cmp.Or(o.Limits.UploadTTL, 15*time.Minute), blob.MaxPresignTTL),
-		callbacks: map[string]CallbackParser{},
-		limits:    o.Limits,
-		models:    slices.Sorted(slices.Values(o.Models)),
-		price:     o.Price,
-		replay:    o.Replay,
-		log:       o.Logger,
-		metrics:   newMetrics(o.Registerer),
-		heartbeat: o.Heartbeat,
-		now:       o.NowFunc,
-		shed:      &shedder{pool: o.Pool, after: o.Limits.ShedAfter, belowPriority: o.Limits.ShedBelow, log: o.Logger},
+		pool:        o.Pool,
+		rdb:         o.Redis,
+		blob:        o.Blob,
+		uploads:     o.Uploads,
+		uploadTTL:   min(cmp.Or(o.Limits.UploadTTL, 15*time.Minute), blob.MaxPresignTTL),
+		callbacks:   map[string]CallbackParser{},
+		limits:      o.Limits,
+		models:      slices.Sorted(slices.Values(o.Models)),
+		price:       o.Price,
+		renderPrice: o.RenderPrice,
+		replay:      o.Replay,
+		log:         o.Logger,
+		metrics:     newMetrics(o.Registerer),
+		heartbeat:   o.Heartbeat,
+		now:         o.NowFunc,
+		shed:        &shedder{pool: o.Pool, after: o.Limits.ShedAfter, belowPriority: o.Limits.ShedBelow, log: o.Logger},
 	}
 	for _, c := range o.Callbacks {
 		if _, dup := s.callbacks[c.Name()]; dup {
@@ -196,6 +204,9 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /v1/projects/{id}", s.tenantRoute(s.getProject))
 	mux.Handle("POST /v1/projects/{id}/revisions", s.tenantRoute(s.createRevision))
 	mux.Handle("GET /v1/projects/{id}/revisions/{revision}", s.tenantRoute(s.getRevision))
+	mux.Handle("POST /v1/renders", s.tenantRoute(s.createRender))
+	mux.Handle("GET /v1/renders/{id}", s.tenantRoute(s.getRender))
+	mux.Handle("POST /v1/renders/{id}/cancel", s.tenantRoute(s.cancelRender))
 	mux.Handle("POST /v1/provider-callbacks/{provider}", s.publicRoute(s.providerCallback))
 	mux.Handle("POST /v1/admin/tenants", s.adminRoute(s.createTenant))
 	mux.Handle("GET /v1/admin/quarantine", s.adminRoute(s.listQuarantine))

@@ -82,5 +82,20 @@ func (s *shedder) refuse(p tenant.Principal) *apiError {
 	return e
 }
 
+// refuseRender answers a new render from p with 503 while the backlog is
+// half as old as the generation threshold and p's priority is low: a
+// render is the costliest work a tenant can start, so it is paused first
+// (seed 7.14.2).
+func (s *shedder) refuseRender(p tenant.Principal) *apiError {
+	if s.after <= 0 || time.Duration(s.backlog.Load()) <= s.after/2 || p.Priority >= s.belowPriority {
+		return nil
+	}
+	e := errorf(http.StatusServiceUnavailable, CodeOverloaded,
+		"the pipeline is behind (its message broker is not keeping up) and is pausing new renders from lower-priority tenants; retry after %d seconds",
+		int(shedRetryAfter.Seconds()))
+	e.Header = http.Header{"Retry-After": {strconv.Itoa(int(shedRetryAfter.Seconds()))}}
+	return e
+}
+
 // shedRetryAfter is the Retry-After of a shed create.
 const shedRetryAfter = 30 * time.Second

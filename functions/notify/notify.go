@@ -1,5 +1,6 @@
-// Package notify is the notify stage: task.state.changed events, consumed
-// in order per task (a FIFO topic grouped by task id), pushed to the
+// Package notify is the notify stage: task.state.changed events (of tasks
+// and of renders), consumed in order per task (a FIFO topic grouped by
+// the task's or render's id), pushed to the
 // tenant's server-sent-event subscribers through Redis pub/sub.
 //
 // Publishing never waits for a subscriber: one that is slow or absent
@@ -17,6 +18,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/aivedio/pipeline/functions/stage"
@@ -44,14 +46,18 @@ func New(p Params) *stage.Function {
 		if err := stage.CheckTenant(ev, c.TenantID); err != nil {
 			return err
 		}
-		if c.TaskID.String() != ev.AggregateID {
-			return outcome.Permanentf("payload.invalid", "state change of task %s arrived as an event about %s", c.TaskID, ev.AggregateID)
+		change := live.Change{EventID: ev.EventID, TaskID: c.TaskID, RenderID: c.RenderID, TenantID: c.TenantID,
+			From: string(c.From), To: string(c.To), Version: c.Version, Progress: c.Progress, ErrorCode: c.ErrorCode, At: c.At}
+		if (c.TaskID == uuid.Nil) == (c.RenderID == uuid.Nil) {
+			return outcome.Permanentf("payload.invalid", "a state change names exactly one of task_id and render_id")
 		}
-		pushed, err := live.PublishNewer(ctx, p.Redis, live.Change{EventID: ev.EventID, TaskID: c.TaskID, TenantID: c.TenantID,
-			From: string(c.From), To: string(c.To), Version: c.Version, Progress: c.Progress, ErrorCode: c.ErrorCode, At: c.At})
+		if change.Subject().String() != ev.AggregateID {
+			return outcome.Permanentf("payload.invalid", "state change of %s arrived as an event about %s", change.Subject(), ev.AggregateID)
+		}
+		pushed, err := live.PublishNewer(ctx, p.Redis, change)
 		if err == nil && !pushed {
-			p.Logger.DebugContext(ctx, "state change not pushed: this or a newer version of the task was pushed already",
-				slog.String("task_id", c.TaskID.String()), slog.Int64("version", c.Version))
+			p.Logger.DebugContext(ctx, "state change not pushed: this or a newer version was pushed already",
+				slog.String("subject", change.Subject().String()), slog.Int64("version", c.Version))
 		}
 		return err
 	}

@@ -17,6 +17,9 @@ func Preview() preview.Rule {
 			if env.TenantID != p.TenantID.String() {
 				return uuid.Nil, preview.Refusal("security.tenant_mismatch", "the state change names tenant %s but the event tenant %s: never replayed", p.TenantID, env.TenantID)
 			}
+			if p.RenderID != uuid.Nil {
+				return uuid.Nil, preview.Refusal("replay.render", "a render's state change is not replayed: GET /v1/renders/%s shows render %s as it is", p.RenderID, p.RenderID)
+			}
 			if p.TaskID.String() != env.AggregateID {
 				return uuid.Nil, preview.Refusal("payload.invalid", "state change of task %s arrived as an event about %s: the stage would quarantine it again", p.TaskID, env.AggregateID)
 			}

@@ -1,5 +1,5 @@
-// Package settle is the settle stage: a task that ended is charged or
-// refunded, once.
+// Package settle is the settle stage: a task or a render that ended is
+// charged or refunded, once.
 //
 // SUCCEEDED (and CANCELED_WITH_OUTPUT) captures the task's reservation into
 // credit_ledger under the reservation's unique business key; FAILED and
@@ -13,6 +13,7 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/outcome"
+	"github.com/aivedio/pipeline/shared/render"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
@@ -52,19 +54,58 @@ func New(p Params) *stage.Function {
 			} else {
 				s, err = billing.Release(ctx, tx, t.ID)
 			}
-			if errors.Is(err, billing.ErrNoReservation) {
-				return "", outcome.Permanent("billing.no_reservation", err)
-			}
-			if err != nil {
-				return "", err
-			}
-			if !s.Changed {
-				return inbox.StaleNoop, nil
-			}
-			d.Log.InfoContext(ctx, "settled", slog.String("reservation", s.Status), slog.Int64("amount", s.Amount))
-			return inbox.Applied, nil
+			return settled(ctx, d, s, err)
 		})
 	}
 	return stage.NewTyped(stage.Typed[task.SettleRequested]{Group: catalog.GroupSettle, DB: p.Pool, Logger: p.Logger, Work: work,
-		Acts: func(t task.Task, _ task.SettleRequested) bool { return task.SettleActs(t) }})
+		Acts: func(t task.Task, _ task.SettleRequested) bool { return task.SettleActs(t) }, Untasked: settleRender})
+}
+
+// settleRender settles a render that ended: SUCCEEDED captures, unless
+// its output was stored by an earlier render of the same content (the
+// product rule: an identical render is free), FAILED and CANCELED
+// release.
+func settleRender(ctx context.Context, d stage.Delivery[task.SettleRequested]) error {
+	if d.Payload.RenderID == uuid.Nil {
+		return outcome.Permanentf("payload.invalid", "payload.task_id: is required (a render's settle names its render_id instead)")
+	}
+	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		j, err := render.Lock(ctx, tx, d.Payload.RenderID)
+		if errors.Is(err, render.ErrNotFound) {
+			return "", outcome.Permanent("render.not_found", err)
+		}
+		if err != nil {
+			return "", err
+		}
+		if err := stage.CheckTenant(d.Env, j.TenantID); err != nil {
+			return "", err
+		}
+		if !j.Status.Terminal() {
+			return inbox.StaleNoop, nil
+		}
+		var s billing.Settlement
+		if j.Status == render.Succeeded && !j.Reused {
+			s, err = billing.CaptureRender(ctx, tx, j.ID)
+		} else {
+			s, err = billing.ReleaseRender(ctx, tx, j.ID)
+		}
+		return settled(ctx, d, s, err)
+	})
+}
+
+// settled is the inbox result of a capture or release that returned s
+// and err: applied when it settled the reservation now, a stale no-op
+// when it was settled before.
+func settled(ctx context.Context, d stage.Delivery[task.SettleRequested], s billing.Settlement, err error) (inbox.Result, error) {
+	if errors.Is(err, billing.ErrNoReservation) {
+		return "", outcome.Permanent("billing.no_reservation", err)
+	}
+	if err != nil {
+		return "", err
+	}
+	if !s.Changed {
+		return inbox.StaleNoop, nil
+	}
+	d.Log.InfoContext(ctx, "settled", slog.String("reservation", s.Status), slog.Int64("amount", s.Amount))
+	return inbox.Applied, nil
 }

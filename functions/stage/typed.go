@@ -207,10 +207,7 @@ func (h Typed[T]) handle() (string, WorkFunc) {
 			if h.Untasked == nil {
 				return outcome.Permanentf("payload.invalid", "%s names no task", ev.EventType)
 			}
-			d := Delivery[T]{Env: ev, Payload: p, Origin: task.FromEnvelope(name, ev), Consumer: consumer,
-				Log: h.Logger.With(slog.String("event_id", ev.EventID), slog.String("aggregate_id", ev.AggregateID)),
-				db:  h.DB, hooks: &hooks{}}
-			return run(ctx, d, h.Untasked)
+			return run(ctx, untaskedDelivery(h.DB, consumer, name, h.Logger, ev, p), h.Untasked)
 		}
 		t, err := ReadTask(ctx, h.DB, ev, id)
 		if err != nil {
@@ -226,6 +223,48 @@ func (h Typed[T]) handle() (string, WorkFunc) {
 			Log: h.Logger.With(slog.String("task_id", t.ID.String()), slog.String("event_id", ev.EventID)),
 			db:  h.DB, hooks: &hooks{}}
 		return run(ctx, d, h.Work)
+	}
+}
+
+// untaskedDelivery is the delivery of an event about no task.
+func untaskedDelivery[T any](db pg.DB, consumer, name string, log *slog.Logger, ev envelope.Envelope, p T) Delivery[T] {
+	return Delivery[T]{Env: ev, Payload: p, Origin: task.FromEnvelope(name, ev), Consumer: consumer,
+		Log: log.With(slog.String("event_id", ev.EventID), slog.String(ev.AggregateType+"_id", ev.AggregateID)),
+		db:  db, hooks: &hooks{}}
+}
+
+// Untasked describes a stage's handling of one event type whose aggregate
+// is not a task (a render): the framework decodes the payload by the
+// envelope's compatibility rule (required fields enforced) and Work gets
+// a Delivery without a Task, reading and checking what it needs itself
+// (the aggregate's tenant against the event's: [CheckTenant]).
+type Untasked[T interface{ EventType() string }] struct {
+	Group  catalog.Group
+	DB     pg.DB
+	Work   func(ctx context.Context, d Delivery[T]) error
+	Logger *slog.Logger
+}
+
+// NewUntasked returns the function of a stage of one event type about no
+// task. It panics on a programming error (no DB, group or work).
+func NewUntasked[T interface{ EventType() string }](h Untasked[T]) *Function {
+	return Combine(Params{Name: h.Group.Stage, Logger: h.Logger}, h)
+}
+
+func (h Untasked[T]) handle() (string, WorkFunc) {
+	if h.DB == nil || h.Group.Name == "" || h.Group.Stage == "" || h.Work == nil {
+		panic("stage.Untasked: DB, Group and Work are required")
+	}
+	if h.Logger == nil {
+		h.Logger = slog.New(slog.DiscardHandler)
+	}
+	var zero T
+	return zero.EventType(), func(ctx context.Context, ev envelope.Envelope) error {
+		p, err := Decode[T](ev)
+		if err != nil {
+			return err
+		}
+		return run(ctx, untaskedDelivery(h.DB, h.Group.Name, h.Group.Stage, h.Logger, ev, p), h.Work)
 	}
 }
 

@@ -1,5 +1,5 @@
 // Package billing holds credits (DESIGN.md §4): a tenant's account, one
-// reservation per generation task, and the append-only ledger.
+// reservation per generation task or render, and the append-only ledger.
 //
 // # Guarantees
 //
@@ -32,8 +32,8 @@ const (
 // ErrInsufficientCredits: the account's free balance is below the amount.
 var ErrInsufficientCredits = errors.New("insufficient credits")
 
-// ErrNoReservation: the task holds no reservation.
-var ErrNoReservation = errors.New("no reservation for task")
+// ErrNoReservation: the task (or render) holds no reservation.
+var ErrNoReservation = errors.New("no reservation for")
 
 // Reservation states.
 const (
@@ -59,6 +59,27 @@ func (p Price) Of(model string, durationSeconds int) int64 {
 		per = p.DefaultPerSecond
 	}
 	return per * int64(durationSeconds)
+}
+
+// RenderPrice is what a render costs: per started second of output, by
+// profile. A profile without a price of its own costs the default.
+type RenderPrice struct {
+	PerSecond        map[string]int64
+	DefaultPerSecond int64
+}
+
+// DefaultRenderPrice is the render price list used when none is
+// configured: 720p costs half of 1080p.
+var DefaultRenderPrice = RenderPrice{PerSecond: map[string]int64{"720p30-h264": 1}, DefaultPerSecond: 2}
+
+// Of is the price of rendering durationUS microseconds of output in
+// profile; a started second counts whole.
+func (p RenderPrice) Of(profile string, durationUS int64) int64 {
+	per, ok := p.PerSecond[profile]
+	if !ok {
+		per = p.DefaultPerSecond
+	}
+	return per * ((durationUS + 999_999) / 1_000_000)
 }
 
 // Account is a tenant's credits.
@@ -118,6 +139,26 @@ func TopUp(ctx context.Context, tx pgx.Tx, tenantID uuid.UUID, amount int64, bus
 // Reserve holds amount of the tenant's credits for taskID. It fails with
 // [ErrInsufficientCredits] (nothing written) when the free balance is short.
 func Reserve(ctx context.Context, tx pgx.Tx, tenantID, taskID uuid.UUID, amount int64) error {
+	return reserve(ctx, tx, tenantID, forTask(taskID), amount)
+}
+
+// ReserveRender holds amount of the tenant's credits for the render
+// renderID, as [Reserve] does for a task.
+func ReserveRender(ctx context.Context, tx pgx.Tx, tenantID, renderID uuid.UUID, amount int64) error {
+	return reserve(ctx, tx, tenantID, forRender(renderID), amount)
+}
+
+// payer is what a reservation pays for: a generation task or a render,
+// by the credit_reservations column that names it.
+type payer struct {
+	column string // task_id or render_job_id: never from input
+	id     uuid.UUID
+}
+
+func forTask(id uuid.UUID) payer   { return payer{"task_id", id} }
+func forRender(id uuid.UUID) payer { return payer{"render_job_id", id} }
+
+func reserve(ctx context.Context, tx pgx.Tx, tenantID uuid.UUID, p payer, amount int64) error {
 	if amount <= 0 {
 		return fmt.Errorf("reservation amount must be positive, got %d", amount)
 	}
@@ -129,7 +170,7 @@ func Reserve(ctx context.Context, tx pgx.Tx, tenantID, taskID uuid.UUID, amount 
 	if tag.RowsAffected() == 0 {
 		return ErrInsufficientCredits
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO credit_reservations (task_id, tenant_id, amount) VALUES ($1, $2, $3)`, taskID, tenantID, amount); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO credit_reservations (`+p.column+`, tenant_id, amount) VALUES ($1, $2, $3)`, p.id, tenantID, amount); err != nil {
 		return fmt.Errorf("record reservation: %w", err)
 	}
 	return nil
@@ -147,7 +188,17 @@ type Settlement struct {
 // its amount, with a CAPTURE ledger entry keyed by the reservation. Already
 // captured or released: nothing changes.
 func Capture(ctx context.Context, tx pgx.Tx, taskID uuid.UUID) (Settlement, error) {
-	s, err := settle(ctx, tx, taskID, Captured)
+	return capture(ctx, tx, forTask(taskID))
+}
+
+// CaptureRender charges the render's held reservation, as [Capture] does
+// a task's.
+func CaptureRender(ctx context.Context, tx pgx.Tx, renderID uuid.UUID) (Settlement, error) {
+	return capture(ctx, tx, forRender(renderID))
+}
+
+func capture(ctx context.Context, tx pgx.Tx, p payer) (Settlement, error) {
+	s, err := settle(ctx, tx, p, Captured)
 	if err != nil || !s.Changed {
 		return s, err
 	}
@@ -170,7 +221,17 @@ func Capture(ctx context.Context, tx pgx.Tx, taskID uuid.UUID) (Settlement, erro
 // Release frees the task's held reservation without charging. Already
 // captured or released: nothing changes.
 func Release(ctx context.Context, tx pgx.Tx, taskID uuid.UUID) (Settlement, error) {
-	s, err := settle(ctx, tx, taskID, Released)
+	return release(ctx, tx, forTask(taskID))
+}
+
+// ReleaseRender frees the render's held reservation, as [Release] does a
+// task's.
+func ReleaseRender(ctx context.Context, tx pgx.Tx, renderID uuid.UUID) (Settlement, error) {
+	return release(ctx, tx, forRender(renderID))
+}
+
+func release(ctx context.Context, tx pgx.Tx, p payer) (Settlement, error) {
+	s, err := settle(ctx, tx, p, Released)
 	if err != nil || !s.Changed {
 		return s, err
 	}
@@ -181,12 +242,12 @@ func Release(ctx context.Context, tx pgx.Tx, taskID uuid.UUID) (Settlement, erro
 	return s, nil
 }
 
-// settle moves the task's reservation out of HELD to status, or reports
-// how it was settled before.
-func settle(ctx context.Context, tx pgx.Tx, taskID uuid.UUID, status string) (Settlement, error) {
+// settle moves p's reservation out of HELD to status, or reports how it
+// was settled before.
+func settle(ctx context.Context, tx pgx.Tx, p payer, status string) (Settlement, error) {
 	var s Settlement
 	err := tx.QueryRow(ctx, `UPDATE credit_reservations SET status = $2, settled_at = now()
-		WHERE task_id = $1 AND status = 'HELD' RETURNING reservation_id, amount, status`, taskID, status).
+		WHERE `+p.column+` = $1 AND status = 'HELD' RETURNING reservation_id, amount, status`, p.id, status).
 		Scan(&s.ReservationID, &s.Amount, &s.Status)
 	if err == nil {
 		s.Changed = true
@@ -195,10 +256,10 @@ func settle(ctx context.Context, tx pgx.Tx, taskID uuid.UUID, status string) (Se
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return Settlement{}, fmt.Errorf("settle reservation: %w", err)
 	}
-	err = tx.QueryRow(ctx, `SELECT reservation_id, amount, status FROM credit_reservations WHERE task_id = $1`, taskID).
+	err = tx.QueryRow(ctx, `SELECT reservation_id, amount, status FROM credit_reservations WHERE `+p.column+` = $1`, p.id).
 		Scan(&s.ReservationID, &s.Amount, &s.Status)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Settlement{}, fmt.Errorf("%w %s", ErrNoReservation, taskID)
+		return Settlement{}, fmt.Errorf("%w %s", ErrNoReservation, p.id)
 	}
 	if err != nil {
 		return Settlement{}, fmt.Errorf("read reservation: %w", err)

@@ -62,3 +62,23 @@ func checkComponent(s string) error {
 	}
 	return nil
 }
+
+// RenderKey returns the object key of one file of the render output whose
+// content key is renderKey (its chunks, the joined output):
+//
+//	tenants/<tenantID>/renders/<renderKey>/<name>
+//
+// with the same component rules as [Key]. Renders of the same content
+// share it: the output is stored once per tenant.
+func RenderKey(tenantID, renderKey, name string) (string, error) {
+	for _, c := range []struct{ field, value string }{
+		{"tenant id", tenantID},
+		{"render key", renderKey},
+		{"name", name},
+	} {
+		if err := checkComponent(c.value); err != nil {
+			return "", fmt.Errorf("object key %s %q: %w", c.field, c.value, err)
+		}
+	}
+	return "tenants/" + tenantID + "/renders/" + renderKey + "/" + name, nil
+}

@@ -26,10 +26,12 @@ import (
 // KeyPrefix starts every key and channel this package uses.
 const KeyPrefix = "aivedio:live:"
 
-// Change is one state change as subscribers see it.
+// Change is one state change as subscribers see it: of a generation task,
+// or (RenderID) of a render.
 type Change struct {
 	EventID   string    `json:"event_id"`
-	TaskID    uuid.UUID `json:"task_id"`
+	TaskID    uuid.UUID `json:"task_id,omitzero"`
+	RenderID  uuid.UUID `json:"render_id,omitzero"`
 	TenantID  uuid.UUID `json:"tenant_id"`
 	From      string    `json:"from,omitempty"`
 	To        string    `json:"to"`
@@ -37,6 +39,14 @@ type Change struct {
 	Progress  int       `json:"progress"`
 	ErrorCode string    `json:"error_code,omitempty"`
 	At        time.Time `json:"at"`
+}
+
+// Subject is what changed: the task, or the render.
+func (c Change) Subject() uuid.UUID {
+	if c.RenderID != uuid.Nil {
+		return c.RenderID
+	}
+	return c.TaskID
 }
 
 // tenantPrefix starts every tenant's [Channel].
@@ -70,7 +80,7 @@ func Publish(ctx context.Context, rdb redis.UniversalClient, c Change) (int64, e
 	}
 	n, err := rdb.Publish(ctx, Channel(c.TenantID), data).Result()
 	if err != nil {
-		return 0, fmt.Errorf("publish change of task %s: %w", c.TaskID, err)
+		return 0, fmt.Errorf("publish change of %s: %w", c.Subject(), err)
 	}
 	return n, nil
 }
@@ -93,20 +103,20 @@ return redis.call('PUBLISH', ARGV[3], ARGV[4])
 // have seen.
 const PushedVersionTTL = 6 * time.Hour
 
-func versionKey(taskID uuid.UUID) string { return KeyPrefix + "pushed:" + taskID.String() }
+func versionKey(subject uuid.UUID) string { return KeyPrefix + "pushed:" + subject.String() }
 
 // PublishNewer is [Publish] for a change newer than every one pushed for
-// its task so far (within [PushedVersionTTL]); an older or repeated one is
+// its task (or render) so far (within [PushedVersionTTL]); an older or repeated one is
 // not pushed, and pushed is false.
 func PublishNewer(ctx context.Context, rdb redis.UniversalClient, c Change) (pushed bool, err error) {
 	data, err := json.Marshal(c)
 	if err != nil {
 		return false, fmt.Errorf("encode change: %w", err)
 	}
-	n, err := publishNewer.Run(ctx, rdb, []string{versionKey(c.TaskID)},
+	n, err := publishNewer.Run(ctx, rdb, []string{versionKey(c.Subject())},
 		c.Version, PushedVersionTTL.Milliseconds(), Channel(c.TenantID), data).Int64()
 	if err != nil {
-		return false, fmt.Errorf("publish change of task %s: %w", c.TaskID, err)
+		return false, fmt.Errorf("publish change of %s: %w", c.Subject(), err)
 	}
 	return n >= 0, nil
 }
@@ -151,4 +161,41 @@ func Progress(ctx context.Context, rdb redis.UniversalClient, taskID uuid.UUID) 
 		return 0, false, fmt.Errorf("read progress of task %s: %q is not a number", taskID, v)
 	}
 	return n, true, nil
+}
+
+func renderProgressKey(renderID uuid.UUID) string {
+	return KeyPrefix + "render-progress:" + renderID.String()
+}
+
+// SetChunkProgress records how far (microseconds of its output) ffmpeg
+// has come in chunk index of a render, for ttl.
+func SetChunkProgress(ctx context.Context, rdb redis.UniversalClient, renderID uuid.UUID, index int, doneUS int64, ttl time.Duration) error {
+	key := renderProgressKey(renderID)
+	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, key, strconv.Itoa(index), doneUS)
+		p.PExpire(ctx, key, ttl)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record progress of render %s: %w", renderID, err)
+	}
+	return nil
+}
+
+// ChunkProgress returns how far ffmpeg has come in each chunk of a render
+// that reported progress (microseconds of output, by chunk index).
+func ChunkProgress(ctx context.Context, rdb redis.UniversalClient, renderID uuid.UUID) (map[int]int64, error) {
+	m, err := rdb.HGetAll(ctx, renderProgressKey(renderID)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read progress of render %s: %w", renderID, err)
+	}
+	out := make(map[int]int64, len(m))
+	for k, v := range m {
+		i, err1 := strconv.Atoi(k)
+		us, err2 := strconv.ParseInt(v, 10, 64)
+		if err1 == nil && err2 == nil {
+			out[i] = us
+		}
+	}
+	return out, nil
 }

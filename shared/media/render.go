@@ -3,6 +3,7 @@ package media
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -52,6 +53,9 @@ type Chunk struct {
 	Output       string
 	// TmpDir holds the title files; the output's directory when empty.
 	TmpDir string
+	// Progress, when set, is told how much of the window ffmpeg has
+	// written (microseconds), about once a second.
+	Progress func(doneUS int64)
 }
 
 // RenderChunk renders one chunk with one ffmpeg run: every clip that
@@ -78,31 +82,69 @@ func (t *Tool) RenderChunk(ctx context.Context, c Chunk) error {
 		return err
 	}
 	src := source{display: "render chunk", secrets: secrets}
-	return run(ctx, "ffmpeg", "render", t.ffmpeg, src, args, nil)
+	var progress io.Writer
+	if c.Progress != nil {
+		args = append([]string{"-progress", "pipe:1", "-stats_period", "1"}, args...)
+		progress = &progressWriter{report: c.Progress}
+	}
+	return run(ctx, "ffmpeg", "render", t.ffmpeg, src, args, progress)
+}
+
+// progressWriter reads ffmpeg's -progress output (key=value lines) and
+// reports each out_time_us.
+type progressWriter struct {
+	report func(doneUS int64)
+	line   []byte
+}
+
+func (w *progressWriter) Write(p []byte) (int, error) {
+	for _, b := range p {
+		if b != '\n' {
+			if len(w.line) < 256 {
+				w.line = append(w.line, b)
+			}
+			continue
+		}
+		if v, ok := strings.CutPrefix(string(w.line), "out_time_us="); ok {
+			if us, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && us >= 0 {
+				w.report(us)
+			}
+		}
+		w.line = w.line[:0]
+	}
+	return len(p), nil
 }
 
 // Join concatenates rendered chunks, in order, into one MP4: the video is
-// copied, the sound encoded to AAC once.
+// copied, the sound encoded to AAC once. A part is a local path or an
+// http(s) URL (a presigned GET), read as a stream.
 func (t *Tool) Join(ctx context.Context, parts []string, output string) error {
 	ctx, cancel := withDefaultDeadline(ctx, DefaultDeriveTimeout)
 	defer cancel()
 	list := output + ".parts"
 	var b strings.Builder
+	var secrets []string
 	for _, p := range parts {
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			return fmt.Errorf("resolve part %q: %w", p, err)
+		if strings.HasPrefix(p, "http://") || strings.HasPrefix(p, "https://") {
+			secrets = append(secrets, p)
+		} else {
+			abs, err := filepath.Abs(p)
+			if err != nil {
+				return fmt.Errorf("resolve part %q: %w", p, err)
+			}
+			p = abs
 		}
-		fmt.Fprintf(&b, "file '%s'\n", strings.ReplaceAll(abs, "'", `'\''`))
+		fmt.Fprintf(&b, "file '%s'\n", strings.ReplaceAll(p, "'", `'\''`))
 	}
 	if err := os.WriteFile(list, []byte(b.String()), 0o600); err != nil {
 		return fmt.Errorf("write part list: %w", err)
 	}
 	defer os.Remove(list)
-	args := []string{"-nostdin", "-hide_banner", "-v", "error", "-f", "concat", "-safe", "0", "-i", "file:" + list,
+	args := []string{"-nostdin", "-hide_banner", "-v", "error", "-protocol_whitelist", remoteProtocols + ",file",
+		"-f", "concat", "-safe", "0", "-i", "file:" + list,
 		"-map", "0:v", "-map", "0:a", "-c:v", "copy", "-c:a", "aac", "-b:a", "160k", "-ar", "48000",
 		"-movflags", "+faststart", "-y", "file:" + output}
-	return run(ctx, "ffmpeg", "join", t.ffmpeg, source{display: "render parts"}, args, nil)
+	return run(ctx, "ffmpeg", "join", t.ffmpeg, source{display: "render parts", secrets: secrets}, args, nil)
 }
 
 // usec renders microseconds as seconds for ffmpeg.

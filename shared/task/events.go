@@ -73,15 +73,18 @@ type (
 		AssetID uuid.UUID `json:"asset_id" payload:"required"`
 		Step    string    `json:"step"`
 	}
-	// SettleRequested asks billing to capture or release a task's
-	// reservation, decided by the task's terminal state.
+	// SettleRequested asks billing to capture or release the reservation
+	// of a task, or (RenderID) of a render, decided by its terminal state.
 	SettleRequested struct {
-		TaskID uuid.UUID `json:"task_id" payload:"required"`
-		Status Status    `json:"status"`
+		TaskID   uuid.UUID `json:"task_id,omitzero"`
+		RenderID uuid.UUID `json:"render_id,omitzero"`
+		Status   Status    `json:"status"`
 	}
-	// StateChanged announces a committed transition.
+	// StateChanged announces a committed transition of a task, or (RenderID)
+	// of a render.
 	StateChanged struct {
-		TaskID    uuid.UUID `json:"task_id" payload:"required"`
+		TaskID    uuid.UUID `json:"task_id,omitzero"`
+		RenderID  uuid.UUID `json:"render_id,omitzero"`
 		TenantID  uuid.UUID `json:"tenant_id" payload:"required"`
 		From      Status    `json:"from,omitempty"`
 		To        Status    `json:"to" payload:"required"`
@@ -89,6 +92,14 @@ type (
 		Progress  int       `json:"progress"`
 		ErrorCode string    `json:"error_code,omitempty"`
 		At        time.Time `json:"at"`
+	}
+	// RenderRequested asks the render stage for one step of a render:
+	// RenderStart plans it (or finds its output stored already),
+	// RenderChunk renders chunk Chunk, RenderJoin joins the chunks.
+	RenderRequested struct {
+		RenderID uuid.UUID `json:"render_id" payload:"required"`
+		Step     string    `json:"step" payload:"required"`
+		Chunk    int       `json:"chunk,omitempty"`
 	}
 	// ReconcileDue asks the reconciler to look at a task. Its [Wait]'s
 	// Reason says why (a lost submit answer, [ReasonCancel]); a look the
@@ -119,8 +130,12 @@ func (p FetchRequested) TaskRef() uuid.UUID { return p.TaskID }
 // TaskRef is the task whose asset the step is for.
 func (p Postprocess) TaskRef() uuid.UUID { return p.TaskID }
 
-// TaskRef is the task to settle.
+// TaskRef is the task to settle; the zero UUID for a render.
 func (p SettleRequested) TaskRef() uuid.UUID { return p.TaskID }
+
+// TaskRef is the zero UUID: a render is not a task (the render is the
+// event's aggregate).
+func (p RenderRequested) TaskRef() uuid.UUID { return uuid.Nil }
 
 // TaskRef is the task to reconcile.
 func (p ReconcileDue) TaskRef() uuid.UUID { return p.TaskID }

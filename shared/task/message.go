@@ -24,7 +24,7 @@ type Message interface {
 // Aggregate is what an event is about: a task, or an asset a tenant
 // uploaded (which no task owns).
 type Aggregate struct {
-	Type     string // [AggregateType], or [AssetAggregateType]
+	Type     string // [AggregateType], [AssetAggregateType] or [RenderAggregateType]
 	ID       uuid.UUID
 	TenantID uuid.UUID
 }
@@ -32,6 +32,9 @@ type Aggregate struct {
 // AssetAggregateType is the aggregate_type of events about an uploaded
 // asset.
 const AssetAggregateType = "asset"
+
+// RenderAggregateType is the aggregate_type of events about a render.
+const RenderAggregateType = "render"
 
 // Aggregate is the task as the aggregate of its events.
 func (t Task) Aggregate() Aggregate {
@@ -143,6 +146,19 @@ func (StateChanged) EventType() string { return catalog.EventTaskStateChanged }
 
 // Route: the FIFO state topic, grouped by task.
 func (StateChanged) Route(bool) (catalog.Topic, string) { return catalog.GenerationStateFIFO, "" }
+
+// EventType names the payload's event.
+func (RenderRequested) EventType() string { return catalog.EventRenderRequested }
+
+// Route: render.export.
+func (RenderRequested) Route(bool) (catalog.Topic, string) { return catalog.RenderExport, "" }
+
+// Render steps ([RenderRequested]).
+const (
+	RenderStart = "start"
+	RenderChunk = "chunk"
+	RenderJoin  = "join"
+)
 
 // EventType names the payload's event.
 func (ReconcileDue) EventType() string { return catalog.EventReconcileDue }

@@ -22,6 +22,7 @@ import (
 	fcloudevents "knative.dev/func-go/cloudevents"
 
 	function "github.com/aivedio/pipeline"
+	"github.com/aivedio/pipeline/functions/render"
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
@@ -78,6 +79,7 @@ func newService(f *function.Function) *fcloudevents.Service {
 	reg := telemetry.NewRegistry()
 	reg.MustRegister(stage.Collector(), inbox.Collector(), provider.IdentityCollector())
 	reg.MustRegister(media.Collectors()...)
+	reg.MustRegister(render.Collectors()...)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("/", stage.HTTPHandler(f.Handle))
 	svc.Handler = mux

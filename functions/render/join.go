@@ -1,0 +1,172 @@
+package render
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/asset"
+	"github.com/aivedio/pipeline/shared/blob"
+	"github.com/aivedio/pipeline/shared/inbox"
+	"github.com/aivedio/pipeline/shared/media"
+	renders "github.com/aivedio/pipeline/shared/render"
+	"github.com/aivedio/pipeline/shared/task"
+)
+
+// join concatenates the stored chunks of a running render into its
+// output and ends the render SUCCEEDED.
+func (s *renderer) join(ctx context.Context, d stage.Delivery[task.RenderRequested], j renders.Job) error {
+	if j.Status != renders.Rendering {
+		return d.Noop(ctx)
+	}
+	if done, err := s.reuse(ctx, d, j); done || err != nil {
+		return err
+	}
+	chunks, err := renders.Chunks(ctx, s.Pool, j.TenantID, j.Key)
+	if err != nil {
+		return err
+	}
+	if !allDone(chunks) {
+		d.Log.WarnContext(ctx, "join asked before every chunk was stored; the last chunk asks again")
+		return d.Noop(ctx)
+	}
+	key, err := outputKey(j)
+	if err != nil {
+		return err
+	}
+	dir, err := s.workDir("join")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	parts := make([]string, len(chunks))
+	for i, c := range chunks {
+		if parts[i], err = s.Blob.PresignGet(ctx, c.ObjectKey, urlTTL); err != nil {
+			return fmt.Errorf("presign chunk %d: %w", c.Window.Index, err)
+		}
+	}
+	out := filepath.Join(dir, "output.mp4")
+	started := time.Now()
+	if err := s.Media.Join(ctx, parts, out); err != nil {
+		if missing := s.missingChunks(ctx, chunks); missing > 0 {
+			d.Log.WarnContext(ctx, "chunk objects are gone; they render again", slog.Int("missing", missing))
+			return err
+		}
+		return err
+	}
+	p, err := s.Media.Probe(ctx, out)
+	if err != nil {
+		return fmt.Errorf("probe output: %w", err)
+	}
+	profile := media.Profiles[j.Profile]
+	if err := checkOutput(p, j.DurationUS, profile); err != nil {
+		return s.fail(ctx, d, j.ID, "render.bad_output", err.Error())
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		return fmt.Errorf("open output: %w", err)
+	}
+	defer f.Close()
+	obj, err := s.Blob.Put(ctx, key, f, &blob.PutOpts{ContentType: "video/mp4"})
+	if err != nil {
+		return fmt.Errorf("store output: %w", err)
+	}
+	sum, err := hex.DecodeString(obj.SHA256)
+	if err != nil {
+		return fmt.Errorf("output sha256 %q: %w", obj.SHA256, err)
+	}
+	d.Log.InfoContext(ctx, "render joined", slog.Int("chunks", len(chunks)), slog.Duration("took", time.Since(started)),
+		slog.Int64("bytes", obj.Size))
+	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		cur, err := renders.Lock(ctx, tx, j.ID)
+		if err != nil {
+			return "", err
+		}
+		id, recorded, err := recordedOutput(ctx, tx, key)
+		if err != nil {
+			return "", err
+		}
+		if cur.Status != renders.Rendering {
+			if !recorded { // canceled while joining: no asset is left behind
+				d.AfterCommit(func(ctx context.Context) { s.remove(ctx, d.Log, key) })
+			}
+			return inbox.StaleNoop, nil
+		}
+		if !recorded {
+			if err := tx.QueryRow(ctx, `INSERT INTO assets (tenant_id, kind, object_key, checksum_sha256, size_bytes, content_type)
+				VALUES ($1, 'RENDER', $2, $3, $4, 'video/mp4') RETURNING asset_id`, cur.TenantID, key, sum, obj.Size).Scan(&id); err != nil {
+				return "", fmt.Errorf("record render output: %w", err)
+			}
+			if err := asset.RecordProbe(ctx, tx, id, p); err != nil {
+				return "", err
+			}
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM render_chunks WHERE tenant_id = $1 AND render_key = $2`, cur.TenantID, cur.Key); err != nil {
+			return "", fmt.Errorf("drop joined chunks: %w", err)
+		}
+		d.AfterCommit(func(ctx context.Context) {
+			for _, c := range chunks {
+				s.remove(ctx, d.Log, c.ObjectKey)
+			}
+		})
+		if _, err := renders.Apply(ctx, tx, d.Origin, cur, renders.Change{To: renders.Succeeded, OutputAssetID: &id, Progress: task.Ptr(100)}); err != nil {
+			return "", err
+		}
+		return inbox.Applied, nil
+	})
+}
+
+// recordedOutput finds the asset stored under key, if any.
+func recordedOutput(ctx context.Context, tx pgx.Tx, key string) (uuid.UUID, bool, error) {
+	var id uuid.UUID
+	err := tx.QueryRow(ctx, `SELECT asset_id FROM assets WHERE object_key = $1`, key).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return uuid.Nil, false, nil
+	}
+	if err != nil {
+		return uuid.Nil, false, fmt.Errorf("look for render output: %w", err)
+	}
+	return id, true, nil
+}
+
+// missingChunks forgets the stored chunks whose objects are gone (so that
+// the reconciler renders them again) and counts them.
+func (s *renderer) missingChunks(ctx context.Context, chunks []renders.Chunk) int {
+	missing := 0
+	for _, c := range chunks {
+		if _, err := s.Blob.Stat(ctx, c.ObjectKey); errors.Is(err, blob.ErrNotFound) {
+			if renders.Forget(ctx, s.Pool, c) == nil {
+				missing++
+			}
+		}
+	}
+	return missing
+}
+
+// checkOutput refuses an output whose streams or duration are not the
+// render's: the AAC encoder's priming may add up to a frame of sound.
+func checkOutput(p media.Probe, wantUS int64, profile media.Profile) error {
+	if p.Video == nil || p.Audio == nil {
+		return errors.New("the joined output has no video or no sound")
+	}
+	if p.Video.Codec != "h264" || p.Audio.Codec != "aac" {
+		return fmt.Errorf("the joined output is %s/%s, not h264/aac", p.Video.Codec, p.Audio.Codec)
+	}
+	if p.Video.Width != profile.Width || p.Video.Height != profile.Height {
+		return fmt.Errorf("the joined output is %dx%d, not the profile's %dx%d", p.Video.Width, p.Video.Height, profile.Width, profile.Height)
+	}
+	frame := int64(time.Second/time.Microsecond) / int64(profile.FPS)
+	if got := p.Duration.Microseconds(); got < wantUS-frame || got > wantUS+2*frame {
+		return fmt.Errorf("the joined output lasts %s, not the timeline's %s", p.Duration, time.Duration(wantUS)*time.Microsecond)
+	}
+	return nil
+}

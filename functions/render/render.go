@@ -1,0 +1,568 @@
+// Package render is the render stage: the final export of a timeline
+// revision (seed 7.8.4), in content-addressed chunks.
+//
+// One event type, render.export.requested, carries three steps. start
+// plans the render: an output stored by an earlier render of the same
+// content (the render key) ends it at once, reused; otherwise the output
+// is cut into frame-aligned chunks (render_chunks, shared by every render
+// of the same content) and one event per chunk not stored yet goes out.
+// chunk renders one window with one ffmpeg run, so that no delivery runs
+// longer than a Knative request may: the delivery claims the chunk with a
+// lease first (a duplicate delivery finds the claim and starts no second
+// run), renews it while ffmpeg runs, checks the result with ffprobe and
+// stores it under a key of its own; the chunk that completes the set asks
+// for the join. join concatenates the chunks by stream copy (the sound is
+// encoded once), checks the output's duration, stores it with its sha256
+// and ends the render SUCCEEDED with a RENDER asset.
+//
+// ffmpeg and S3 never run inside a transaction. A render that is canceled
+// (or failed) while a chunk renders stops its ffmpeg within a watch
+// interval and stores nothing; a delivery that dies leaves its claim to
+// run out, and the broker's redelivery (or the reconciler) claims the
+// chunk again, so a killed render resumes from the chunks already stored.
+package render
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/asset"
+	"github.com/aivedio/pipeline/shared/blob"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/inbox"
+	"github.com/aivedio/pipeline/shared/live"
+	"github.com/aivedio/pipeline/shared/media"
+	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/outcome"
+	"github.com/aivedio/pipeline/shared/project"
+	renders "github.com/aivedio/pipeline/shared/render"
+	"github.com/aivedio/pipeline/shared/task"
+)
+
+// Name is the stage's name.
+const Name = "render"
+
+// Defaults of the stage's knobs.
+const (
+	// DefaultLease is how long a chunk's claim holds without renewal: a
+	// delivery that died gives its chunk up this long after its last
+	// renewal.
+	DefaultLease = 2 * time.Minute
+	// DefaultMaxChunkAttempts is how often a chunk is claimed before the
+	// render fails with the last error.
+	DefaultMaxChunkAttempts = 4
+	// DefaultWatch is how often a running chunk looks whether its render
+	// was canceled.
+	DefaultWatch = time.Second
+)
+
+// urlTTL is how long the presigned URLs ffmpeg reads through hold: longer
+// than any one delivery.
+const urlTTL = time.Hour
+
+// progressTTL is how long a chunk's live progress is kept in Redis.
+const progressTTL = time.Hour
+
+// Params are what the stage needs.
+type Params struct {
+	Pool  *pgxpool.Pool
+	Blob  *blob.Store
+	Media *media.Tool
+	// Redis receives live progress; nil: none is recorded.
+	Redis  redis.UniversalClient
+	TmpDir string // where ffmpeg writes; os.TempDir() when empty
+	Logger *slog.Logger
+	// ChunkLength is the output one chunk holds; renders.DefaultChunk when
+	// zero.
+	ChunkLength      time.Duration
+	Lease            time.Duration
+	MaxChunkAttempts int
+	Watch            time.Duration
+}
+
+type renderer struct{ Params }
+
+// New returns the render function.
+func New(p Params) *stage.Function {
+	if p.ChunkLength <= 0 {
+		p.ChunkLength = renders.DefaultChunk
+	}
+	if p.Lease <= 0 {
+		p.Lease = DefaultLease
+	}
+	if p.MaxChunkAttempts <= 0 {
+		p.MaxChunkAttempts = DefaultMaxChunkAttempts
+	}
+	if p.Watch <= 0 {
+		p.Watch = DefaultWatch
+	}
+	if p.Logger == nil {
+		p.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &renderer{Params: p}
+	return stage.NewUntasked(stage.Untasked[task.RenderRequested]{Group: catalog.GroupRender, DB: p.Pool, Logger: p.Logger, Work: s.work})
+}
+
+func (s *renderer) work(ctx context.Context, d stage.Delivery[task.RenderRequested]) error {
+	j, err := renders.Get(ctx, s.Pool, d.Payload.RenderID)
+	if errors.Is(err, renders.ErrNotFound) {
+		return outcome.Permanent("render.not_found", err)
+	}
+	if err != nil {
+		return err
+	}
+	if err := stage.CheckTenant(d.Env, j.TenantID); err != nil {
+		return err
+	}
+	switch d.Payload.Step {
+	case task.RenderStart:
+		return s.start(ctx, d, j)
+	case task.RenderChunk:
+		return s.chunk(ctx, d, j)
+	case task.RenderJoin:
+		return s.join(ctx, d, j)
+	}
+	return outcome.Permanentf("payload.invalid", "a render step is %s, %s or %s, not %q", task.RenderStart, task.RenderChunk, task.RenderJoin, d.Payload.Step)
+}
+
+// start plans a queued render, or ends it with the output an identical
+// render stored before.
+func (s *renderer) start(ctx context.Context, d stage.Delivery[task.RenderRequested], j renders.Job) error {
+	if j.Status != renders.Queued {
+		return d.Noop(ctx)
+	}
+	if done, err := s.reuse(ctx, d, j); done || err != nil {
+		return err
+	}
+	profile, ok := media.Profiles[j.Profile]
+	if !ok {
+		return s.fail(ctx, d, j.ID, "render.bad_profile", fmt.Sprintf("profile %q is not offered", j.Profile))
+	}
+	windows, err := renders.Plan(j.Key, j.DurationUS, profile.FPS, s.ChunkLength)
+	if err != nil {
+		return s.fail(ctx, d, j.ID, "render.bad_plan", err.Error())
+	}
+	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		cur, err := renders.Lock(ctx, tx, j.ID)
+		if err != nil {
+			return "", err
+		}
+		if cur.Status != renders.Queued {
+			return inbox.StaleNoop, nil
+		}
+		if err := renders.AddChunks(ctx, tx, cur.TenantID, cur.Key, windows); err != nil {
+			return "", err
+		}
+		chunks, err := renders.Chunks(ctx, tx, cur.TenantID, cur.Key)
+		if err != nil {
+			return "", err
+		}
+		var events []outbox.Event
+		for _, c := range chunks {
+			if c.Status == renders.ChunkDone {
+				continue
+			}
+			ev, err := cur.Ask(d.Origin, task.RenderChunk, c.Window.Index)
+			if err != nil {
+				return "", err
+			}
+			events = append(events, ev)
+		}
+		ch := renders.Change{To: renders.Rendering, Progress: task.Ptr(renders.DonePercent(chunks, cur.DurationUS))}
+		if len(events) == 0 { // every chunk was stored by an earlier render of this content
+			ev, err := cur.Ask(d.Origin, task.RenderJoin, 0)
+			if err != nil {
+				return "", err
+			}
+			events, ch.JoinRequested = append(events, ev), true
+		}
+		if _, err := renders.Apply(ctx, tx, d.Origin, cur, ch, events...); err != nil {
+			return "", err
+		}
+		d.Log.InfoContext(ctx, "render planned", slog.Int("chunks", len(chunks)), slog.Int("to_render", len(events)))
+		return inbox.Applied, nil
+	})
+}
+
+// outputKey is where the output of j's content is stored.
+func outputKey(j renders.Job) (string, error) {
+	key, err := blob.RenderKey(j.TenantID.String(), j.Key, "output.mp4")
+	if err != nil {
+		return "", outcome.Permanent("render.bad_key", err)
+	}
+	return key, nil
+}
+
+// storedOutput finds the RENDER asset of j's content, if one is stored.
+func (s *renderer) storedOutput(ctx context.Context, j renders.Job) (uuid.UUID, bool, error) {
+	key, err := outputKey(j)
+	if err != nil {
+		return uuid.Nil, false, err
+	}
+	var id uuid.UUID
+	err = s.Pool.QueryRow(ctx, `SELECT asset_id FROM assets WHERE object_key = $1 AND kind = 'RENDER' AND tenant_id = $2 AND status = 'READY'`,
+		key, j.TenantID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return uuid.Nil, false, nil
+	}
+	if err != nil {
+		return uuid.Nil, false, fmt.Errorf("look for stored render output: %w", err)
+	}
+	return id, true, nil
+}
+
+// reuse ends j with the output of its content when one is stored (done
+// true).
+func (s *renderer) reuse(ctx context.Context, d stage.Delivery[task.RenderRequested], j renders.Job) (done bool, err error) {
+	out, ok, err := s.storedOutput(ctx, j)
+	if err != nil || !ok {
+		return false, err
+	}
+	return true, s.finish(ctx, d, j.ID, out, true)
+}
+
+// finish ends a running or queued render SUCCEEDED with output.
+func (s *renderer) finish(ctx context.Context, d stage.Delivery[task.RenderRequested], id, output uuid.UUID, reused bool) error {
+	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		cur, err := renders.Lock(ctx, tx, id)
+		if err != nil {
+			return "", err
+		}
+		if cur.Status.Terminal() {
+			return inbox.StaleNoop, nil
+		}
+		if _, err := renders.Apply(ctx, tx, d.Origin, cur, renders.Change{To: renders.Succeeded, OutputAssetID: &output,
+			Reused: reused, Progress: task.Ptr(100)}); err != nil {
+			return "", err
+		}
+		if reused {
+			reusedOutputs.Inc()
+			d.Log.InfoContext(ctx, "render reused a stored output", slog.String("asset_id", output.String()))
+		}
+		return inbox.Applied, nil
+	})
+}
+
+// fail ends a render that is not over yet FAILED with a reason.
+func (s *renderer) fail(ctx context.Context, d stage.Delivery[task.RenderRequested], id uuid.UUID, code, message string) error {
+	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		cur, err := renders.Lock(ctx, tx, id)
+		if err != nil {
+			return "", err
+		}
+		if cur.Status.Terminal() {
+			return inbox.StaleNoop, nil
+		}
+		if _, err := renders.Apply(ctx, tx, d.Origin, cur, renders.Change{To: renders.Failed, ErrorCode: code, ErrorMessage: message}); err != nil {
+			return "", err
+		}
+		d.Log.WarnContext(ctx, "render failed", slog.String("code", code), slog.String("message", message))
+		return inbox.Applied, nil
+	})
+}
+
+// inputs presigns a URL for every asset j's spec reads.
+func (s *renderer) inputs(ctx context.Context, j renders.Job, ids []uuid.UUID) (map[uuid.UUID]media.RenderInput, error) {
+	out := make(map[uuid.UUID]media.RenderInput, len(ids))
+	for _, id := range ids {
+		a, err := asset.OfTenant(ctx, s.Pool, j.TenantID, id)
+		if errors.Is(err, asset.ErrNotFound) {
+			return nil, outcome.Permanentf("render.input_missing", "input asset %s of the revision no longer exists", id)
+		}
+		if err != nil {
+			return nil, err
+		}
+		url, err := s.Blob.PresignGet(ctx, a.ObjectKey, urlTTL)
+		if err != nil {
+			return nil, fmt.Errorf("presign input %s: %w", id, err)
+		}
+		out[id] = media.RenderInput{URL: url, HasAudio: a.AudioCodec != ""}
+	}
+	return out, nil
+}
+
+// workDir makes a temporary directory for one step; the caller removes it.
+func (s *renderer) workDir(step string) (string, error) {
+	dir, err := os.MkdirTemp(s.TmpDir, "render-"+step+"-*")
+	if err != nil {
+		return "", fmt.Errorf("make work directory: %w", err)
+	}
+	return dir, nil
+}
+
+// chunkLabel is the series of one chunk outcome.
+func chunkLabel(outcome string) prometheus.Counter { return chunkOutcomes.WithLabelValues(outcome) }
+
+// errRenderEnded: the render left RENDERING while a step ran.
+var errRenderEnded = errors.New("the render is no longer rendering")
+
+// errLeaseLost: the chunk's claim ran out and another delivery took it.
+var errLeaseLost = errors.New("the chunk's claim was lost to another delivery")
+
+// watch runs while a chunk renders: it renews the lease and stops the
+// work (cancel with a cause) when the render left RENDERING or the claim
+// was lost. It returns when ctx ends.
+func (s *renderer) watch(ctx context.Context, cancel context.CancelCauseFunc, j renders.Job, l renders.Lease) {
+	tick := time.NewTicker(s.Watch)
+	defer tick.Stop()
+	renewed := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		var status renders.Status
+		if err := s.Pool.QueryRow(ctx, `SELECT status FROM render_jobs WHERE render_job_id = $1`, j.ID).Scan(&status); err == nil && status != renders.Rendering {
+			cancel(errRenderEnded)
+			return
+		}
+		if time.Since(renewed) >= s.Lease/4 {
+			ok, err := l.Extend(ctx, s.Pool, s.Lease)
+			if err == nil && !ok {
+				cancel(errLeaseLost)
+				return
+			}
+			if err == nil {
+				renewed = time.Now()
+			}
+		}
+	}
+}
+
+// chunk renders one chunk of a running render.
+func (s *renderer) chunk(ctx context.Context, d stage.Delivery[task.RenderRequested], j renders.Job) error {
+	if j.Status != renders.Rendering {
+		return d.Noop(ctx)
+	}
+	index := d.Payload.Chunk
+	c, err := renders.GetChunk(ctx, s.Pool, j.TenantID, j.Key, index)
+	if errors.Is(err, renders.ErrNotFound) {
+		// The chunks of a joined output are dropped: a sibling render of
+		// the same content finished it.
+		if done, err := s.reuse(ctx, d, j); done || err != nil {
+			return err
+		}
+		return outcome.Permanentf("render.no_chunk", "render %s has no chunk %d", j.ID, index)
+	}
+	if err != nil {
+		return err
+	}
+	if c.Status == renders.ChunkDone {
+		chunkLabel("already_stored").Inc()
+		return d.Noop(ctx)
+	}
+	l, ok, err := renders.Claim(ctx, s.Pool, j.TenantID, j.Key, index, s.Lease)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		// Another delivery holds the chunk (a duplicate of this event, or
+		// a sibling render of the same content): it stores the result.
+		// Nothing is written to the inbox, so that the holder's own
+		// record is not taken from it; if the holder died, its claim runs
+		// out and the reconciler asks again.
+		duplicateRuns.Inc()
+		d.Log.InfoContext(ctx, "chunk is being rendered by another delivery; no second ffmpeg run", slog.Int("chunk", index))
+		return nil
+	}
+	if l.Attempt > s.MaxChunkAttempts {
+		_ = l.Give(context.WithoutCancel(ctx), s.Pool, c.ErrorMessage)
+		msg := fmt.Sprintf("chunk %d of the render could not be rendered in %d attempts", index, s.MaxChunkAttempts)
+		if c.ErrorMessage != "" {
+			msg += ": " + c.ErrorMessage
+		}
+		return s.fail(ctx, d, j.ID, "render.chunk_failed", msg)
+	}
+	obj, err := s.renderChunk(ctx, d, j, c, l)
+	if err != nil {
+		giveCtx := context.WithoutCancel(ctx)
+		if errors.Is(err, errRenderEnded) {
+			_ = l.Give(giveCtx, s.Pool, "")
+			chunkLabel("stopped").Inc()
+			d.Log.InfoContext(ctx, "chunk stopped: the render ended", slog.Int("chunk", index))
+			return d.Noop(ctx)
+		}
+		if errors.Is(err, errLeaseLost) {
+			chunkLabel("lease_lost").Inc()
+			return nil
+		}
+		_ = l.Give(giveCtx, s.Pool, err.Error())
+		if outcome.IsPermanent(err) {
+			_, code := outcome.Of(err)
+			return s.fail(ctx, d, j.ID, code, err.Error())
+		}
+		chunkLabel("failed").Inc()
+		return err
+	}
+	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		cur, err := renders.Lock(ctx, tx, j.ID)
+		if err != nil {
+			return "", err
+		}
+		if cur.Status != renders.Rendering {
+			d.AfterCommit(func(ctx context.Context) { s.remove(ctx, d.Log, obj.ObjectKey) })
+			_ = l.Give(ctx, tx, "")
+			return inbox.StaleNoop, nil
+		}
+		stored, err := l.Store(ctx, tx, obj)
+		if err != nil {
+			return "", err
+		}
+		if !stored {
+			d.AfterCommit(func(ctx context.Context) { s.remove(ctx, d.Log, obj.ObjectKey) })
+			return inbox.StaleNoop, nil
+		}
+		chunks, err := renders.Chunks(ctx, tx, cur.TenantID, cur.Key)
+		if err != nil {
+			return "", err
+		}
+		ch := renders.Change{Progress: task.Ptr(renders.DonePercent(chunks, cur.DurationUS))}
+		var events []outbox.Event
+		if allDone(chunks) {
+			ev, err := cur.Ask(d.Origin, task.RenderJoin, 0)
+			if err != nil {
+				return "", err
+			}
+			events, ch.JoinRequested = append(events, ev), true
+		}
+		if _, err := renders.Apply(ctx, tx, d.Origin, cur, ch, events...); err != nil {
+			return "", err
+		}
+		chunkLabel("stored").Inc()
+		return inbox.Applied, nil
+	})
+}
+
+func allDone(chunks []renders.Chunk) bool {
+	for _, c := range chunks {
+		if c.Status != renders.ChunkDone {
+			return false
+		}
+	}
+	return len(chunks) > 0
+}
+
+// renderChunk runs ffmpeg for chunk c under lease l, checks the result and
+// stores it under a key of the claim's own.
+func (s *renderer) renderChunk(ctx context.Context, d stage.Delivery[task.RenderRequested], j renders.Job, c renders.Chunk, l renders.Lease) (renders.Stored, error) {
+	rev, err := project.GetRevision(ctx, s.Pool, j.TenantID, j.RevisionID)
+	if err != nil {
+		return renders.Stored{}, fmt.Errorf("read revision: %w", err)
+	}
+	profile := media.Profiles[j.Profile]
+	inputs, err := s.inputs(ctx, j, rev.Spec.Assets())
+	if err != nil {
+		return renders.Stored{}, err
+	}
+	dir, err := s.workDir("chunk")
+	if err != nil {
+		return renders.Stored{}, err
+	}
+	defer os.RemoveAll(dir)
+
+	wctx, cancel := context.WithCancelCause(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.watch(wctx, cancel, j, l)
+	}()
+	defer func() {
+		cancel(nil)
+		wg.Wait()
+	}()
+
+	out := filepath.Join(dir, "chunk.mkv")
+	var lastReport time.Time
+	progress := func(doneUS int64) {
+		if s.Redis == nil || time.Since(lastReport) < time.Second {
+			return
+		}
+		lastReport = time.Now()
+		if err := live.SetChunkProgress(wctx, s.Redis, j.ID, c.Window.Index, doneUS, progressTTL); err != nil {
+			d.Log.DebugContext(ctx, "chunk progress not recorded", slog.String("error", err.Error()))
+		}
+	}
+	started := time.Now()
+	err = s.Media.RenderChunk(wctx, media.Chunk{Spec: rev.Spec, Inputs: inputs, Profile: profile,
+		FromUS: c.Window.FromUS, ToUS: c.Window.ToUS, Output: out, TmpDir: dir, Progress: progress})
+	if cause := context.Cause(wctx); cause != nil && (errors.Is(cause, errRenderEnded) || errors.Is(cause, errLeaseLost)) {
+		return renders.Stored{}, cause
+	}
+	if err != nil {
+		return renders.Stored{}, err
+	}
+	p, err := s.Media.Probe(wctx, out)
+	if err != nil {
+		return renders.Stored{}, fmt.Errorf("probe chunk %d: %w", c.Window.Index, err)
+	}
+	if err := checkChunk(p, c.DurationUS(), profile); err != nil {
+		return renders.Stored{}, fmt.Errorf("chunk %d: %w", c.Window.Index, err)
+	}
+	key, err := blob.RenderKey(j.TenantID.String(), j.Key, "chunk-"+strconv.Itoa(c.Window.Index)+"-"+l.Token.String()+".mkv")
+	if err != nil {
+		return renders.Stored{}, outcome.Permanent("render.bad_key", err)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		return renders.Stored{}, fmt.Errorf("open chunk: %w", err)
+	}
+	defer f.Close()
+	obj, err := s.Blob.Put(wctx, key, f, &blob.PutOpts{ContentType: "video/x-matroska"})
+	if cause := context.Cause(wctx); cause != nil && (errors.Is(cause, errRenderEnded) || errors.Is(cause, errLeaseLost)) {
+		if err == nil {
+			s.remove(ctx, d.Log, key)
+		}
+		return renders.Stored{}, cause
+	}
+	if err != nil {
+		return renders.Stored{}, fmt.Errorf("store chunk %d: %w", c.Window.Index, err)
+	}
+	sum, err := hex.DecodeString(obj.SHA256)
+	if err != nil {
+		return renders.Stored{}, fmt.Errorf("chunk %d sha256 %q: %w", c.Window.Index, obj.SHA256, err)
+	}
+	d.Log.InfoContext(ctx, "chunk rendered", slog.Int("chunk", c.Window.Index), slog.Int("attempt", l.Attempt),
+		slog.Duration("took", time.Since(started)), slog.Int64("bytes", obj.Size))
+	return renders.Stored{ObjectKey: key, SizeBytes: obj.Size, SHA256: sum}, nil
+}
+
+// checkChunk refuses a chunk whose streams or duration are not what the
+// window asked for: it would not join into the right output.
+func checkChunk(p media.Probe, wantUS int64, profile media.Profile) error {
+	if p.Video == nil || p.Audio == nil {
+		return errors.New("ffmpeg wrote a chunk without video or sound")
+	}
+	if p.Video.Width != profile.Width || p.Video.Height != profile.Height {
+		return fmt.Errorf("ffmpeg wrote %dx%d, not the profile's %dx%d", p.Video.Width, p.Video.Height, profile.Width, profile.Height)
+	}
+	frame := int64(time.Second/time.Microsecond) / int64(profile.FPS)
+	if got := p.Duration.Microseconds(); got < wantUS-frame || got > wantUS+frame {
+		return fmt.Errorf("ffmpeg wrote %s of output, not the window's %s (within a frame)", p.Duration, time.Duration(wantUS)*time.Microsecond)
+	}
+	return nil
+}
+
+// remove deletes an object nothing records, best effort: a leftover is
+// found by the bucket's lifecycle rule.
+func (s *renderer) remove(ctx context.Context, log *slog.Logger, key string) {
+	if err := s.Blob.Delete(ctx, key); err != nil {
+		log.WarnContext(ctx, "could not remove an unrecorded render object", slog.String("object_key", key), slog.String("error", err.Error()))
+	}
+}

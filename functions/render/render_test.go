@@ -1,0 +1,378 @@
+package render_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aivedio/pipeline/functions/render"
+	"github.com/aivedio/pipeline/functions/settle"
+	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/functions/stage/stagetest"
+	"github.com/aivedio/pipeline/shared/asset"
+	"github.com/aivedio/pipeline/shared/billing"
+	"github.com/aivedio/pipeline/shared/blob"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/media"
+	"github.com/aivedio/pipeline/shared/media/mediatest"
+	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/project"
+	renders "github.com/aivedio/pipeline/shared/render"
+	"github.com/aivedio/pipeline/shared/task"
+	"github.com/aivedio/pipeline/shared/timeline"
+)
+
+// fixture is a tenant with three READY video uploads and a revision of a
+// timeline of them (a dissolve and a title), and the render and settle
+// functions.
+type fixture struct {
+	pool     *pgxpool.Pool
+	store    *blob.Store
+	tool     *media.Tool
+	tenantID uuid.UUID
+	revision project.Revision
+	render   *stage.Function
+	settle   *stage.Function
+}
+
+func newFixture(t *testing.T, p render.Params) *fixture {
+	t.Helper()
+	f := &fixture{pool: dbtest.TestSchema(t), store: stagetest.NewStore(t), tool: stagetest.NewTool(t)}
+	f.tenantID, _ = stagetest.NewTenant(t, f.pool)
+	require.NoError(t, pgx.BeginFunc(t.Context(), f.pool, func(tx pgx.Tx) error {
+		_, err := billing.TopUp(t.Context(), tx, f.tenantID, 1000, "render-test")
+		return err
+	}))
+	var ids []uuid.UUID
+	for range 3 {
+		path := mediatest.Clip(t, mediatest.ClipParams{Duration: 3 * time.Second, Width: 320, Height: 240, Rate: 30})
+		a := stagetest.NewUpload(t, f.pool, f.store, f.tenantID, asset.Video, path, asset.Ready)
+		probe, err := f.tool.Probe(t.Context(), path)
+		require.NoError(t, err)
+		require.NoError(t, asset.RecordProbe(t.Context(), f.pool, a.ID, probe))
+		ids = append(ids, a.ID)
+	}
+	spec, err := timeline.Shorthand{
+		Clips: []timeline.ShorthandClip{
+			{AssetID: ids[0], In: 0, Out: 2.5},
+			{AssetID: ids[1], In: 0, Out: 2, TransitionIn: &timeline.ShorthandTransition{Type: "dissolve", Duration: 1}},
+			{AssetID: ids[2], In: 1, Out: 3},
+		},
+		Titles: []timeline.ShorthandTitle{{Text: "The end", Start: 3, End: 5}},
+	}.Lower(func(uuid.UUID) (timeline.Media, bool) {
+		return timeline.Media{Ready: true, HasVideo: true, HasAudio: true, Duration: 3 * time.Second}, true
+	})
+	require.NoError(t, err)
+	require.Equal(t, int64(5_500_000), spec.DurationUS)
+	pr, err := project.Create(t.Context(), f.pool, f.tenantID, "trailer")
+	require.NoError(t, err)
+	source, err := json.Marshal(map[string]any{"test": true})
+	require.NoError(t, err)
+	f.revision, _, err = project.AddRevision(t.Context(), f.pool, pr, project.FormatTimeline, source, spec)
+	require.NoError(t, err)
+
+	p.Pool, p.Blob, p.Media = f.pool, f.store, f.tool
+	if p.TmpDir == "" {
+		p.TmpDir = t.TempDir()
+	}
+	if p.ChunkLength == 0 {
+		p.ChunkLength = 2 * time.Second // three chunks, edges inside the dissolve and the title
+	}
+	if p.Watch == 0 {
+		p.Watch = 100 * time.Millisecond
+	}
+	f.render = render.New(p)
+	f.settle = settle.New(settle.Params{Pool: f.pool})
+	return f
+}
+
+// request makes a render of the fixture's revision as the API does: the
+// job, its reservation and its start event in one transaction.
+func (f *fixture) request(t *testing.T, profile string) renders.Job {
+	t.Helper()
+	checksums := map[uuid.UUID][]byte{}
+	for _, id := range f.revision.Spec.Assets() {
+		a, err := asset.Get(t.Context(), f.pool, id)
+		require.NoError(t, err)
+		checksums[id] = a.SHA256
+	}
+	key, err := renders.Key(f.revision.Spec, checksums, profile, media.EncoderVersion)
+	require.NoError(t, err)
+	var j renders.Job
+	o := task.Origin{Producer: "test"}
+	require.NoError(t, pgx.BeginFunc(t.Context(), f.pool, func(tx pgx.Tx) error {
+		var err error
+		j, _, err = renders.Create(t.Context(), tx, renders.New{TenantID: f.tenantID, RevisionID: f.revision.ID, SpecID: "spec",
+			Profile: profile, Key: key, DurationUS: f.revision.Spec.DurationUS, IdempotencyKey: uuid.NewString(), RequestHash: []byte{1}})
+		if err != nil {
+			return err
+		}
+		if err := billing.ReserveRender(t.Context(), tx, f.tenantID, j.ID, billing.DefaultRenderPrice.Of(profile, j.DurationUS)); err != nil {
+			return err
+		}
+		start, err := j.Ask(o, task.RenderStart, 0)
+		if err != nil {
+			return err
+		}
+		return outbox.Write(t.Context(), tx, start)
+	}))
+	return j
+}
+
+// pending takes the outbox rows the render and settle stages consume and
+// marks them published, oldest first.
+func (f *fixture) pending(t *testing.T) []outbox.Stored {
+	t.Helper()
+	rows, err := f.pool.Query(t.Context(), `UPDATE outbox_events SET published_at = now()
+		WHERE published_at IS NULL AND event_type = ANY($1) RETURNING `+outbox.Columns,
+		[]string{catalog.EventRenderRequested, catalog.EventSettleRequested})
+	require.NoError(t, err)
+	evs, err := outbox.Scan(rows)
+	require.NoError(t, err)
+	return evs
+}
+
+// deliver hands one stored event to its stage, as the adapter would.
+func (f *fixture) deliver(ctx context.Context, t *testing.T, ev outbox.Stored) error {
+	ce, err := ev.Envelope.ToCloudEvent()
+	require.NoError(t, err)
+	fn := f.render
+	if ev.Envelope.EventType == catalog.EventSettleRequested {
+		fn = f.settle
+	}
+	_, err = fn.Handle(ctx, ce)
+	return err
+}
+
+// drain delivers every pending event, and the ones they cause, until
+// none is left.
+func (f *fixture) drain(t *testing.T) {
+	t.Helper()
+	for range 50 {
+		evs := f.pending(t)
+		if len(evs) == 0 {
+			return
+		}
+		for _, ev := range evs {
+			require.NoError(t, f.deliver(t.Context(), t, ev), "deliver %s", ev.Envelope.EventType)
+		}
+	}
+	t.Fatal("the render did not stop emitting events")
+}
+
+func (f *fixture) reservation(t *testing.T, j renders.Job) string {
+	t.Helper()
+	var status string
+	require.NoError(t, f.pool.QueryRow(t.Context(), `SELECT status FROM credit_reservations WHERE render_job_id = $1`, j.ID).Scan(&status))
+	return status
+}
+
+func (f *fixture) objects(t *testing.T, j renders.Job) []string {
+	t.Helper()
+	prefix, err := blob.RenderKey(j.TenantID.String(), j.Key, "x")
+	require.NoError(t, err)
+	keys, err := f.store.List(t.Context(), strings.TrimSuffix(prefix, "x"))
+	require.NoError(t, err)
+	return keys
+}
+
+// TestRenderJourney: a three-clip timeline with a dissolve and a title
+// renders in three chunks to one output of the expected duration (within
+// a frame), size and codecs; the reservation is captured once, and the
+// chunks are gone. The same content rendered again reuses the output
+// without ffmpeg, and is not charged.
+//
+// Not parallel: it reads process-wide counters.
+func TestRenderJourney(t *testing.T) {
+	f := newFixture(t, render.Params{})
+	j := f.request(t, "720p30-h264")
+	f.drain(t)
+
+	got, err := renders.Get(t.Context(), f.pool, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, renders.Succeeded, got.Status, "error: %s %s", got.ErrorCode, got.ErrorMessage)
+	require.Equal(t, 100, got.Progress)
+	require.False(t, got.Reused)
+	require.NotNil(t, got.OutputAssetID)
+	out, err := asset.Get(t.Context(), f.pool, *got.OutputAssetID)
+	require.NoError(t, err)
+	stagetest.RemoveAfter(t, f.store, out.ObjectKey)
+	require.Equal(t, asset.KindRender, out.Kind)
+	require.Equal(t, asset.Ready, out.Status)
+	require.Equal(t, 1280, *out.Width)
+	require.Equal(t, 720, *out.Height)
+	require.Equal(t, "h264", out.VideoCodec)
+	require.Equal(t, "aac", out.AudioCodec)
+	require.InDelta(t, 5500, *out.DurationMS, 34, "the timeline's duration within a frame")
+	url, err := f.store.PresignGet(t.Context(), out.ObjectKey, time.Minute)
+	require.NoError(t, err)
+	probe, err := f.tool.Probe(t.Context(), url)
+	require.NoError(t, err)
+	require.InDelta(t, 5.5, probe.Duration.Seconds(), 1.0/30)
+	require.Equal(t, billing.Captured, f.reservation(t, j))
+	var captures int
+	require.NoError(t, f.pool.QueryRow(t.Context(), `SELECT count(*) FROM credit_ledger WHERE ledger_business_type = 'CAPTURE'`).Scan(&captures))
+	require.Equal(t, 1, captures)
+	chunks, err := renders.Chunks(t.Context(), f.pool, j.TenantID, j.Key)
+	require.NoError(t, err)
+	require.Empty(t, chunks, "a joined render's chunks are dropped")
+	require.Equal(t, []string{out.ObjectKey}, f.objects(t, j), "only the output is left under the render's prefix")
+	var changes int
+	require.NoError(t, f.pool.QueryRow(t.Context(), `SELECT count(*) FROM outbox_events WHERE event_type = $1 AND aggregate_id = $2`,
+		catalog.EventTaskStateChanged, j.ID.String()).Scan(&changes))
+	require.Equal(t, 2, changes, "RENDERING and SUCCEEDED reach the event stream")
+
+	stored := mediaRuns(t, "render")
+	again := f.request(t, "720p30-h264")
+	f.drain(t)
+	second, err := renders.Get(t.Context(), f.pool, again.ID)
+	require.NoError(t, err)
+	require.Equal(t, renders.Succeeded, second.Status)
+	require.True(t, second.Reused)
+	require.Equal(t, *got.OutputAssetID, *second.OutputAssetID)
+	require.Equal(t, stored, mediaRuns(t, "render"), "no ffmpeg run for identical content")
+	require.Equal(t, billing.Released, f.reservation(t, again), "an identical render is not charged")
+}
+
+// TestDuplicateChunkDeliveryStartsNoSecondRun: a chunk claimed by a live
+// delivery is left to it: the duplicate is answered without ffmpeg and
+// without an inbox row, and counted.
+//
+// Not parallel: it reads process-wide counters.
+func TestDuplicateChunkDeliveryStartsNoSecondRun(t *testing.T) {
+	f := newFixture(t, render.Params{})
+	j := f.request(t, "720p30-h264")
+	for _, ev := range f.pending(t) {
+		require.NoError(t, f.deliver(t.Context(), t, ev)) // start
+	}
+	chunkEvents := f.pending(t)
+	require.Len(t, chunkEvents, 3)
+	_, ok, err := renders.Claim(t.Context(), f.pool, j.TenantID, j.Key, 0, time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	before := testutil.ToFloat64(render.DuplicateRuns())
+	runs := mediaRuns(t, "render")
+	require.NoError(t, f.deliver(t.Context(), t, chunkEvents[0]))
+	require.Equal(t, before+1, testutil.ToFloat64(render.DuplicateRuns()))
+	require.Equal(t, runs, mediaRuns(t, "render"), "no second ffmpeg run")
+	require.Empty(t, stagetest.InboxResult(t, f.pool, catalog.GroupRender.Name, chunkEvents[0].Envelope.EventID),
+		"the holder's record is left to the holder")
+	c, err := renders.GetChunk(t.Context(), f.pool, j.TenantID, j.Key, 0)
+	require.NoError(t, err)
+	require.Equal(t, renders.ChunkRendering, c.Status)
+}
+
+// TestKilledChunkResumes: a delivery that died mid-chunk (its claim runs
+// out, nothing stored) is followed by a redelivery that claims the chunk
+// again; the render ends with one output and one capture.
+func TestKilledChunkResumes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, render.Params{})
+	j := f.request(t, "720p30-h264")
+	for _, ev := range f.pending(t) {
+		require.NoError(t, f.deliver(t.Context(), t, ev))
+	}
+	chunkEvents := f.pending(t)
+	// The dead delivery's claim, already run out.
+	_, ok, err := renders.Claim(t.Context(), f.pool, j.TenantID, j.Key, 1, time.Millisecond)
+	require.NoError(t, err)
+	require.True(t, ok)
+	time.Sleep(10 * time.Millisecond)
+	for _, ev := range chunkEvents {
+		require.NoError(t, f.deliver(t.Context(), t, ev))
+	}
+	f.drain(t)
+	got, err := renders.Get(t.Context(), f.pool, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, renders.Succeeded, got.Status, "error: %s %s", got.ErrorCode, got.ErrorMessage)
+	out, err := asset.Get(t.Context(), f.pool, *got.OutputAssetID)
+	require.NoError(t, err)
+	stagetest.RemoveAfter(t, f.store, out.ObjectKey)
+	require.Equal(t, billing.Captured, f.reservation(t, j))
+	var outputs int
+	require.NoError(t, f.pool.QueryRow(t.Context(), `SELECT count(*) FROM assets WHERE kind = 'RENDER'`).Scan(&outputs))
+	require.Equal(t, 1, outputs)
+}
+
+// TestCancelMidChunkStopsFFmpeg: a render canceled while a chunk renders
+// stops ffmpeg, stores nothing and leaves no asset; its reservation is
+// released.
+//
+// Not parallel: it reads process-wide counters.
+func TestCancelMidChunkStopsFFmpeg(t *testing.T) {
+	stopped := testutil.ToFloat64(render.ChunkOutcome("stopped"))
+	f := newFixture(t, render.Params{ChunkLength: 10 * time.Second}) // one chunk, long enough to cancel in
+	j := f.request(t, "1080p30-h264")
+	for _, ev := range f.pending(t) {
+		require.NoError(t, f.deliver(t.Context(), t, ev))
+	}
+	chunkEvents := f.pending(t)
+	require.Len(t, chunkEvents, 1)
+	var wg sync.WaitGroup
+	var handleErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		handleErr = f.deliver(t.Context(), t, chunkEvents[0])
+	}()
+	require.Eventually(t, func() bool {
+		c, err := renders.GetChunk(t.Context(), f.pool, j.TenantID, j.Key, 0)
+		return err == nil && c.Status == renders.ChunkRendering
+	}, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, pgx.BeginFunc(t.Context(), f.pool, func(tx pgx.Tx) error {
+		cur, err := renders.Lock(t.Context(), tx, j.ID)
+		if err != nil {
+			return err
+		}
+		_, err = renders.Apply(t.Context(), tx, task.Origin{Producer: "test"}, cur, renders.Change{To: renders.Canceled})
+		return err
+	}))
+	wg.Wait()
+	require.NoError(t, handleErr)
+	f.drain(t)
+	require.Equal(t, stopped+1, testutil.ToFloat64(render.ChunkOutcome("stopped")), "ffmpeg was stopped, not left to finish the chunk")
+	c, err := renders.GetChunk(t.Context(), f.pool, j.TenantID, j.Key, 0)
+	require.NoError(t, err)
+	require.Equal(t, renders.ChunkPending, c.Status)
+	require.Empty(t, f.objects(t, j), "nothing stored")
+	var outputs int
+	require.NoError(t, f.pool.QueryRow(t.Context(), `SELECT count(*) FROM assets WHERE kind = 'RENDER'`).Scan(&outputs))
+	require.Zero(t, outputs)
+	require.Equal(t, billing.Released, f.reservation(t, j))
+}
+
+// mediaRuns is how many times this process ran ffmpeg for operation.
+func mediaRuns(t *testing.T, operation string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(media.Collectors()...)
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range families {
+		if mf.GetName() != "aivedio_media_runs_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["tool"] == "ffmpeg" && labels["operation"] == operation {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,200 @@
+package render
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/aivedio/pipeline/shared/pg"
+)
+
+// ChunkStatus is render_chunks.status.
+type ChunkStatus string
+
+// The statuses of a chunk.
+const (
+	ChunkPending   ChunkStatus = "PENDING"
+	ChunkRendering ChunkStatus = "RENDERING" // claimed by one delivery until its lease ends
+	ChunkDone      ChunkStatus = "DONE"
+)
+
+// Chunk is one render_chunks row: a window of the output of (TenantID,
+// RenderKey).
+type Chunk struct {
+	TenantID     uuid.UUID
+	RenderKey    string
+	Window       Window
+	Status       ChunkStatus
+	LeaseUntil   *time.Time
+	Attempts     int
+	ObjectKey    string
+	SizeBytes    int64
+	SHA256       []byte
+	ErrorMessage string
+	UpdatedAt    time.Time
+}
+
+// DurationUS is the chunk's share of the output.
+func (c Chunk) DurationUS() int64 { return c.Window.ToUS - c.Window.FromUS }
+
+const chunkColumns = `tenant_id, render_key, chunk_index, chunk_key, from_us, to_us, status, lease_until, attempts,
+	coalesce(object_key, ''), coalesce(size_bytes, 0), checksum_sha256, coalesce(error_message, ''), updated_at`
+
+func scanChunk(row pgx.Row) (Chunk, error) {
+	var c Chunk
+	err := row.Scan(&c.TenantID, &c.RenderKey, &c.Window.Index, &c.Window.Key, &c.Window.FromUS, &c.Window.ToUS, &c.Status,
+		&c.LeaseUntil, &c.Attempts, &c.ObjectKey, &c.SizeBytes, &c.SHA256, &c.ErrorMessage, &c.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Chunk{}, ErrNotFound
+	}
+	if err != nil {
+		return Chunk{}, fmt.Errorf("read render chunk: %w", err)
+	}
+	c.LeaseUntil, c.UpdatedAt = pg.UTC(c.LeaseUntil), c.UpdatedAt.UTC()
+	return c, nil
+}
+
+// AddChunks records the plan of the output (tenantID, key): windows
+// already recorded (by an earlier render of the same content, or an
+// earlier delivery) are kept as they are.
+func AddChunks(ctx context.Context, q pg.Querier, tenantID uuid.UUID, key string, windows []Window) error {
+	idx, keys, from, to := make([]int, len(windows)), make([]string, len(windows)), make([]int64, len(windows)), make([]int64, len(windows))
+	for i, w := range windows {
+		idx[i], keys[i], from[i], to[i] = w.Index, w.Key, w.FromUS, w.ToUS
+	}
+	_, err := q.Exec(ctx, `INSERT INTO render_chunks (tenant_id, render_key, chunk_index, chunk_key, from_us, to_us)
+		SELECT $1, $2, i, k, f, t FROM unnest($3::int[], $4::text[], $5::bigint[], $6::bigint[]) AS w (i, k, f, t)
+		ON CONFLICT DO NOTHING`, tenantID, key, idx, keys, from, to)
+	if err != nil {
+		return fmt.Errorf("record render chunks: %w", err)
+	}
+	return nil
+}
+
+// Chunks lists the chunks of the output (tenantID, key) in order.
+func Chunks(ctx context.Context, q pg.Querier, tenantID uuid.UUID, key string) ([]Chunk, error) {
+	rows, err := q.Query(ctx, `SELECT `+chunkColumns+` FROM render_chunks WHERE tenant_id = $1 AND render_key = $2
+		ORDER BY chunk_index`, tenantID, key)
+	if err != nil {
+		return nil, fmt.Errorf("list render chunks: %w", err)
+	}
+	chunks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Chunk, error) { return scanChunk(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list render chunks: %w", err)
+	}
+	return chunks, nil
+}
+
+// GetChunk reads one chunk of the output (tenantID, key).
+func GetChunk(ctx context.Context, q pg.Querier, tenantID uuid.UUID, key string, index int) (Chunk, error) {
+	c, err := scanChunk(q.QueryRow(ctx, `SELECT `+chunkColumns+` FROM render_chunks
+		WHERE tenant_id = $1 AND render_key = $2 AND chunk_index = $3`, tenantID, key, index))
+	if err != nil {
+		return Chunk{}, fmt.Errorf("render chunk %d: %w", index, err)
+	}
+	return c, nil
+}
+
+// Lease is one delivery's claim on a chunk: it alone renders the chunk
+// until the claim ends, and only it may store the result.
+type Lease struct {
+	TenantID uuid.UUID
+	Key      string
+	Index    int
+	Token    uuid.UUID
+	Attempt  int // the how-manieth claim of the chunk this is
+}
+
+// Claim takes the chunk for one delivery for lease: a chunk that is
+// pending, or whose previous claim ran out (its holder died), is claimed;
+// one stored, or held by another live delivery, is not (ok false).
+func Claim(ctx context.Context, q pg.Querier, tenantID uuid.UUID, key string, index int, lease time.Duration) (l Lease, ok bool, err error) {
+	l = Lease{TenantID: tenantID, Key: key, Index: index, Token: uuid.New()}
+	err = q.QueryRow(ctx, `UPDATE render_chunks SET status = 'RENDERING', lease_token = $4, lease_until = now() + $5::interval,
+			attempts = attempts + 1, updated_at = now()
+		WHERE tenant_id = $1 AND render_key = $2 AND chunk_index = $3
+			AND (status = 'PENDING' OR (status = 'RENDERING' AND lease_until < now()))
+		RETURNING attempts`, tenantID, key, index, l.Token, lease).Scan(&l.Attempt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Lease{}, false, nil
+	}
+	if err != nil {
+		return Lease{}, false, fmt.Errorf("claim render chunk %d: %w", index, err)
+	}
+	return l, true, nil
+}
+
+// Extend keeps l's claim for another lease from now; false: the claim was
+// lost (it ran out and another delivery took the chunk).
+func (l Lease) Extend(ctx context.Context, q pg.Querier, lease time.Duration) (bool, error) {
+	tag, err := q.Exec(ctx, `UPDATE render_chunks SET lease_until = now() + $5::interval
+		WHERE tenant_id = $1 AND render_key = $2 AND chunk_index = $3 AND lease_token = $4 AND status = 'RENDERING'`,
+		l.TenantID, l.Key, l.Index, l.Token, lease)
+	if err != nil {
+		return false, fmt.Errorf("extend claim on render chunk %d: %w", l.Index, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// Stored is a rendered chunk's object.
+type Stored struct {
+	ObjectKey string
+	SizeBytes int64
+	SHA256    []byte
+}
+
+// Store records the chunk l rendered as done; false: l's claim was lost
+// and the result is not the chunk's.
+func (l Lease) Store(ctx context.Context, q pg.Querier, s Stored) (bool, error) {
+	tag, err := q.Exec(ctx, `UPDATE render_chunks SET status = 'DONE', lease_token = NULL, lease_until = NULL,
+			object_key = $5, size_bytes = $6, checksum_sha256 = $7, error_message = NULL, updated_at = now()
+		WHERE tenant_id = $1 AND render_key = $2 AND chunk_index = $3 AND lease_token = $4 AND status = 'RENDERING'`,
+		l.TenantID, l.Key, l.Index, l.Token, s.ObjectKey, s.SizeBytes, s.SHA256)
+	if err != nil {
+		return false, fmt.Errorf("record render chunk %d: %w", l.Index, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// Give gives up l's claim, recording why, so that the next delivery
+// claims the chunk at once.
+func (l Lease) Give(ctx context.Context, q pg.Querier, reason string) error {
+	_, err := q.Exec(ctx, `UPDATE render_chunks SET status = 'PENDING', lease_token = NULL, lease_until = NULL,
+			error_message = nullif($5, ''), updated_at = now()
+		WHERE tenant_id = $1 AND render_key = $2 AND chunk_index = $3 AND lease_token = $4 AND status = 'RENDERING'`,
+		l.TenantID, l.Key, l.Index, l.Token, reason)
+	if err != nil {
+		return fmt.Errorf("give up render chunk %d: %w", l.Index, err)
+	}
+	return nil
+}
+
+// Forget removes the record of a stored chunk whose object is gone, so
+// that it renders again.
+func Forget(ctx context.Context, q pg.Querier, c Chunk) error {
+	_, err := q.Exec(ctx, `UPDATE render_chunks SET status = 'PENDING', object_key = NULL, size_bytes = NULL, checksum_sha256 = NULL,
+			updated_at = now()
+		WHERE tenant_id = $1 AND render_key = $2 AND chunk_index = $3 AND status = 'DONE'`, c.TenantID, c.RenderKey, c.Window.Index)
+	if err != nil {
+		return fmt.Errorf("forget render chunk %d: %w", c.Window.Index, err)
+	}
+	return nil
+}
+
+// DonePercent is how much of a render the stored chunks make, in percent.
+func DonePercent(chunks []Chunk, durationUS int64) int {
+	if durationUS <= 0 {
+		return 0
+	}
+	var done int64
+	for _, c := range chunks {
+		if c.Status == ChunkDone {
+			done += c.DurationUS()
+		}
+	}
+	return int(done * 100 / durationUS)
+}
