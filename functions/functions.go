@@ -51,6 +51,9 @@ type Deps struct {
 	// TmpDir is where media stages write ffmpeg outputs; the system's when
 	// empty.
 	TmpDir string
+	// RenderChunk and RenderLease are the render stage's chunk length and
+	// claim; its defaults when zero.
+	RenderChunk, RenderLease time.Duration
 }
 
 // Constructor builds one stage's function.
@@ -79,7 +82,8 @@ var constructors = map[string]Constructor{
 		return transcode.New(transcode.Params{Pool: d.Pool, Blob: d.Blob, Media: d.Media, TmpDir: d.TmpDir, Logger: d.Logger}), nil
 	},
 	render.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
-		return render.New(render.Params{Pool: d.Pool, Blob: d.Blob, Media: d.Media, Redis: d.Redis, TmpDir: d.TmpDir, Logger: d.Logger}), nil
+		return render.New(render.Params{Pool: d.Pool, Blob: d.Blob, Media: d.Media, Redis: d.Redis, TmpDir: d.TmpDir, Logger: d.Logger,
+			ChunkLength: d.RenderChunk, Lease: d.RenderLease}), nil
 	},
 	settle.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
 		return settle.New(settle.Params{Pool: d.Pool, Logger: d.Logger}), nil

@@ -68,7 +68,7 @@ func New(p Params) *stage.Function {
 			return err
 		}
 		r.Logger.InfoContext(ctx, "reconcile scan", slog.String("trigger", ev.Type()), slog.Any("rescued", rep.Rescued),
-			slog.Int("settled", rep.Settled), slog.Int("needs_attention", rep.NeedsAttention), slog.Any("uploads", rep.Uploads),
+			slog.Int("settled", rep.Settled), slog.Int("needs_attention", rep.NeedsAttention), slog.Any("uploads", rep.Uploads), slog.Any("renders", rep.Renders),
 			slog.Int("stale_outbox_rows", rep.StaleOutboxRows), slog.Duration("oldest_unpublished", rep.OldestUnpublished))
 		return nil
 	}

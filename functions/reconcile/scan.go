@@ -48,6 +48,7 @@ type ScanReport struct {
 	SlotScopesRebuilt  int                 // concurrency-slot scopes reset from the tasks in flight
 	NeedsAttention     int
 	Uploads            UploadReport
+	Renders            RenderReport
 	StaleOutboxRows    int           // unpublished rows older than OUTBOX_STALE_AFTER
 	OldestUnpublished  time.Duration // age of the oldest unpublished row
 }
@@ -116,6 +117,9 @@ func (r *reconciler) Scan(ctx context.Context) (ScanReport, error) {
 		return rep, err
 	}
 	if rep.Uploads, err = r.settleUploads(ctx, now); err != nil {
+		return rep, err
+	}
+	if rep.Renders, err = r.settleRenders(ctx, now); err != nil {
 		return rep, err
 	}
 	var oldest float64

@@ -432,7 +432,7 @@ func (s *renderer) chunk(ctx context.Context, d stage.Delivery[task.RenderReques
 		if err != nil {
 			return "", err
 		}
-		ch := renders.Change{Progress: task.Ptr(renders.DonePercent(chunks, cur.DurationUS))}
+		ch := renders.Change{Progress: task.Ptr(renders.DonePercent(chunks, cur.DurationUS)), Progressed: true}
 		var events []outbox.Event
 		if allDone(chunks) {
 			ev, err := cur.Ask(d.Origin, task.RenderJoin, 0)

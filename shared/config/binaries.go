@@ -79,7 +79,7 @@ func (c StageFunction) Validate() error {
 	if c.Stage == "" {
 		stage = errors.New("STAGE must name a stage")
 	}
-	return errors.Join(stage, c.Postgres.Validate(), c.Redis.Validate(), c.S3.Validate(), c.Provider.Validate(), c.Journey.Validate(), c.Ops.Validate())
+	return errors.Join(stage, c.Postgres.Validate(), c.Redis.Validate(), c.S3.Validate(), c.Media.Validate(), c.Provider.Validate(), c.Journey.Validate(), c.Ops.Validate())
 }
 
 // APIServer is what the public API reads.

@@ -114,8 +114,21 @@ func (s S3) Validate() error {
 
 // Media locates the ffmpeg tools.
 type Media struct {
-	FFmpegPath  string `envconfig:"FFMPEG_PATH" default:"ffmpeg" desc:"ffmpeg binary"`
-	FFprobePath string `envconfig:"FFPROBE_PATH" default:"ffprobe" desc:"ffprobe binary"`
+	FFmpegPath  string        `envconfig:"FFMPEG_PATH" default:"ffmpeg" desc:"ffmpeg binary"`
+	FFprobePath string        `envconfig:"FFPROBE_PATH" default:"ffprobe" desc:"ffprobe binary"`
+	RenderChunk time.Duration `envconfig:"RENDER_CHUNK" default:"10s" desc:"output one render delivery renders: each chunk must finish well within the render Service's timeoutSeconds"`
+	RenderLease time.Duration `envconfig:"RENDER_LEASE" default:"2m" desc:"how long a chunk's claim holds without renewal: a render delivery that died gives its chunk up this long after its last renewal"`
+}
+
+// Validate checks the render knobs.
+func (m Media) Validate() error {
+	switch {
+	case m.RenderChunk < time.Second || m.RenderChunk > 5*time.Minute:
+		return fmt.Errorf("RENDER_CHUNK must be between 1s and 5m, got %s", m.RenderChunk)
+	case m.RenderLease < 10*time.Second:
+		return fmt.Errorf("RENDER_LEASE must be at least 10s (it is renewed every quarter of it), got %s", m.RenderLease)
+	}
+	return nil
 }
 
 // Validator is a configuration block or Config that can check itself.

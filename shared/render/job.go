@@ -163,8 +163,10 @@ type Change struct {
 	ErrorMessage  string
 	// JoinRequested records that the join was asked for now.
 	JoinRequested bool
-	// Rescued counts one re-emission by the reconciler.
-	Rescued bool
+	// Rescued counts one re-emission by the reconciler; Progressed (a
+	// chunk stored) starts the count again.
+	Rescued    bool
+	Progressed bool
 }
 
 // Move applies ch to cur in tx: UPDATE ... WHERE version = cur.Version,
@@ -186,12 +188,12 @@ func Move(ctx context.Context, tx pgx.Tx, cur Job, ch Change) (Job, error) {
 			reused = reused OR $6,
 			error_code = coalesce($7, error_code), error_message = coalesce($8, error_message),
 			join_requested_at = CASE WHEN $9 THEN now() ELSE join_requested_at END,
-			rescues = rescues + CASE WHEN $10 THEN 1 ELSE 0 END,
+			rescues = CASE WHEN $10 THEN rescues + 1 WHEN $11 THEN 0 ELSE rescues END,
 			started_at = CASE WHEN $3 = 'RENDERING' THEN coalesce(started_at, now()) ELSE started_at END,
 			finished_at = CASE WHEN $3 IN ('SUCCEEDED', 'FAILED', 'CANCELED') THEN coalesce(finished_at, now()) ELSE finished_at END
 		WHERE render_job_id = $1 AND version = $2
 		RETURNING `+jobColumns,
-		cur.ID, cur.Version, to, ch.Progress, ch.OutputAssetID, ch.Reused, errorCode, errorMessage, ch.JoinRequested, ch.Rescued))
+		cur.ID, cur.Version, to, ch.Progress, ch.OutputAssetID, ch.Reused, errorCode, errorMessage, ch.JoinRequested, ch.Rescued, ch.Progressed))
 	if errors.Is(err, ErrNotFound) {
 		return Job{}, fmt.Errorf("render %s at version %d: %w", cur.ID, cur.Version, ErrStale)
 	}

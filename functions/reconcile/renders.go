@@ -1,0 +1,162 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/render"
+	"github.com/aivedio/pipeline/shared/task"
+)
+
+// RenderReport counts what one scan did to renders that stopped moving.
+type RenderReport struct {
+	Rescued  int // a step re-asked: a queued render's start, chunks past their lease or lost, the join
+	Settled  int // a finished render's lost settle re-emitted
+	GaveUpOn int // re-asked maxRescues times without a chunk stored: FAILED render.stuck
+}
+
+// settleRenders re-asks the steps of renders whose progress was lost: a
+// queued render whose start never came, chunks whose claim ran out (the
+// delivery rendering them died) or whose event was lost, a render whose
+// chunks are all stored but whose join did not finish. A render re-asked
+// maxRescues times without a chunk stored in between FAILS with
+// render.stuck: no render stays non-terminal for ever. Finished renders
+// whose reservation is still held get their settle again.
+func (r *reconciler) settleRenders(ctx context.Context, now time.Time) (RenderReport, error) {
+	var rep RenderReport
+	stuck := now.Add(-r.Journey.StuckAfter)
+	rows, err := r.Pool.Query(ctx, `SELECT render_job_id FROM render_jobs j
+		WHERE (status = 'QUEUED' AND updated_at < $1)
+			OR (status = 'RENDERING' AND (updated_at < $1 OR EXISTS (SELECT 1 FROM render_chunks c
+				WHERE c.tenant_id = j.tenant_id AND c.render_key = j.render_key AND c.status = 'RENDERING' AND c.lease_until < $2)))
+		ORDER BY updated_at LIMIT $3`, stuck, now, scanBatch)
+	if err != nil {
+		return rep, fmt.Errorf("scan renders: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return rep, fmt.Errorf("scan renders: %w", err)
+	}
+	for _, id := range ids {
+		if err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error { return r.rescueRender(ctx, tx, id, now, &rep) }); err != nil {
+			return rep, fmt.Errorf("rescue render %s: %w", id, err)
+		}
+	}
+	rows, err = r.Pool.Query(ctx, `SELECT j.render_job_id FROM render_jobs j JOIN credit_reservations r ON r.render_job_id = j.render_job_id
+		WHERE j.status IN ('SUCCEEDED', 'FAILED', 'CANCELED') AND r.status = 'HELD' AND j.updated_at < $1
+			AND NOT EXISTS (SELECT 1 FROM outbox_events o WHERE o.published_at IS NULL AND o.aggregate_id = j.render_job_id::text)
+		ORDER BY j.updated_at LIMIT $2`, stuck, scanBatch)
+	if err != nil {
+		return rep, fmt.Errorf("scan unsettled renders: %w", err)
+	}
+	unsettled, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return rep, fmt.Errorf("scan unsettled renders: %w", err)
+	}
+	for _, id := range unsettled {
+		err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error {
+			j, err := render.Lock(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			e, err := scanOrigin.EmitFor(j.Aggregate(), task.SettleRequested{RenderID: j.ID, Status: task.Status(j.Status)})
+			if err != nil {
+				return err
+			}
+			// The touch makes the next re-emission wait another deadline.
+			if _, err := render.Move(ctx, tx, j, render.Change{}); err != nil {
+				return err
+			}
+			return outbox.Write(ctx, tx, e)
+		})
+		if err != nil {
+			return rep, fmt.Errorf("resettle render %s: %w", id, err)
+		}
+		rep.Settled++
+	}
+	return rep, nil
+}
+
+func (r *reconciler) rescueRender(ctx context.Context, tx pgx.Tx, id uuid.UUID, now time.Time, rep *RenderReport) error {
+	j, err := render.Lock(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	// An event still in the outbox is on its way (the relay or the broker
+	// is slow or down): re-asking adds nothing and must not count.
+	var pending bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox_events WHERE published_at IS NULL AND aggregate_id = $1)`,
+		j.ID.String()).Scan(&pending); err != nil || pending {
+		return err
+	}
+	stuck := now.Add(-r.Journey.StuckAfter)
+	var asks []outbox.Event
+	ask := func(step string, chunk int) error {
+		e, err := j.Ask(scanOrigin, step, chunk)
+		asks = append(asks, e)
+		return err
+	}
+	switch j.Status {
+	case render.Queued:
+		if !j.UpdatedAt.Before(stuck) {
+			return nil // it moved since the scan read it
+		}
+		if err := ask(task.RenderStart, 0); err != nil {
+			return err
+		}
+	case render.Rendering:
+		chunks, err := render.Chunks(ctx, tx, j.TenantID, j.Key)
+		if err != nil {
+			return err
+		}
+		quiet := j.UpdatedAt.Before(stuck)
+		done := 0
+		for _, c := range chunks {
+			switch {
+			case c.Status == render.ChunkDone:
+				done++
+			case c.Status == render.ChunkRendering && c.LeaseUntil != nil && c.LeaseUntil.Before(now),
+				c.Status == render.ChunkPending && quiet:
+				if err := ask(task.RenderChunk, c.Window.Index); err != nil {
+					return err
+				}
+			}
+		}
+		if done == len(chunks) && quiet { // stored, not joined (an empty plan: the join finds the stored output)
+			if err := ask(task.RenderJoin, 0); err != nil {
+				return err
+			}
+		}
+	default:
+		return nil
+	}
+	if len(asks) == 0 {
+		return nil
+	}
+	if j.Rescues >= maxRescues {
+		rep.GaveUpOn++
+		r.Logger.WarnContext(ctx, "render stuck", slog.String("render_id", id.String()), slog.Int("rescues", j.Rescues))
+		_, err := render.Apply(ctx, tx, scanOrigin, j, render.Change{To: render.Failed, ErrorCode: "render.stuck", ErrorMessage: fmt.Sprintf(
+			"the render did not move after %d re-asked steps; the render stage's logs and the quarantine (adapter quarantine list --consumer %s) say why",
+			j.Rescues, catalog.GroupRender.Name)})
+		return err
+	}
+	if _, err := render.Apply(ctx, tx, scanOrigin, j, render.Change{Rescued: true}, asks...); err != nil {
+		if errors.Is(err, render.ErrStale) {
+			return nil
+		}
+		return err
+	}
+	rep.Rescued++
+	r.Logger.InfoContext(ctx, "render step re-asked", slog.String("render_id", id.String()), slog.String("status", string(j.Status)),
+		slog.Int("events", len(asks)))
+	return nil
+}
