@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -22,6 +24,8 @@ func runDemo(ctx context.Context, args []string) error {
 	n := fs.Int("n", 20, "generations to submit")
 	cancelShare := fs.Float64("cancel", 0.1, "share of generations cancelled right after submission")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up when generations are still running after this")
+	renders := fs.Int("renders", 1, "final renders of a timeline of generated clips and an uploaded file, after the generations (0: none)")
+	uploadFile := fs.String("upload", "", "the video file (with sound) to upload for the renders; one made with ffmpeg when empty")
 	opts := defaultOptions()
 	opts.apiAddr = "127.0.0.1:0"
 	opts.logFormat = "json"
@@ -31,6 +35,9 @@ func runDemo(ctx context.Context, args []string) error {
 	}
 	if *n < 1 {
 		return errors.New("-n must be at least 1")
+	}
+	if *renders < 0 {
+		return errors.New("-renders must be 0 or more")
 	}
 	env, err := start(ctx, opts)
 	if err != nil {
@@ -76,6 +83,62 @@ done in %s
 		return fmt.Errorf("%d invariant(s) broken: %w", len(rep.Violations), drive.ErrInvariant)
 	}
 	fmt.Println("  every invariant holds")
+	if *renders == 0 {
+		return nil
+	}
+	return demoRenders(ctx, env, res, *renders, *uploadFile, *timeout)
+}
+
+// demoRenders uploads a file, renders a timeline of it and the generated
+// clips, and prints each output's URL and probe facts.
+func demoRenders(ctx context.Context, env *environment, gens drive.Result, n int, file string, timeout time.Duration) error {
+	p := drive.Params{APIURL: env.apiURL, Key: env.devKey}
+	clips, err := drive.OutputsOf(ctx, p, gens, 2)
+	if err != nil {
+		return err
+	}
+	if file == "" {
+		dir, err := os.MkdirTemp("", "demo-upload-*")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		file = filepath.Join(dir, "upload.mp4")
+		if err := makeClip(ctx, file); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("\nrendering %d time(s) a timeline of %d generated clip(s) and %s\n", n, len(clips), file)
+	res, err := drive.Renders(ctx, drive.RenderParams{APIURL: env.apiURL, Key: env.devKey, Clips: clips, Upload: file, N: n,
+		Timeout: timeout, Pool: env.pool})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("upload %s, revision %s (%.2f s)\n", res.UploadID, res.RevisionID, res.DurationSeconds)
+	for _, r := range res.Renders {
+		fmt.Printf("  render %s  %-18s %s reused=%t  %s %dx%d %s/%s\n    %s\n", r.ID, r.Profile, r.Status, r.Reused,
+			r.Duration.Round(time.Millisecond), r.Width, r.Height, r.Video, r.Audio, r.URL)
+	}
+	fmt.Printf("renders done in %s\n", res.Elapsed.Round(time.Second))
+	if len(res.Violations) > 0 {
+		fmt.Println("\nRENDER INVARIANTS BROKEN:")
+		for _, v := range res.Violations {
+			fmt.Println("  -", v)
+		}
+		return fmt.Errorf("%d render invariant(s) broken: %w", len(res.Violations), drive.ErrInvariant)
+	}
+	fmt.Println("  every render invariant holds")
+	return nil
+}
+
+// makeClip writes a 4 s 640x360 test video with a tone: the file a user
+// would upload.
+func makeClip(ctx context.Context, path string) error {
+	out, err := exec.CommandContext(ctx, "ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30:duration=4",
+		"-f", "lavfi", "-i", "sine=frequency=440:duration=4", "-c:v", "libx264", "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest", path).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("make the upload with ffmpeg: %w: %s", err, out)
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -83,6 +84,19 @@ func runJourney(t *testing.T, o options) {
 	require.Len(t, res.Tasks, journeyGenerations)
 	require.Positive(t, rep.ByStatus["SUCCEEDED"], "with these fault rates most generations succeed")
 	require.Positive(t, stats.Faults.RateLimited+stats.Faults.Dropped+stats.Faults.ServerErrors, "the faults were injected")
+
+	// The export journey on the same pipeline: an upload and generated
+	// clips rendered in every profile, and once more for identical content.
+	clips, err := drive.OutputsOf(ctx, drive.Params{APIURL: env.apiURL, Key: env.devKey}, res, 2)
+	require.NoError(t, err)
+	upload := filepath.Join(t.TempDir(), "upload.mp4")
+	require.NoError(t, makeClip(ctx, upload))
+	renders, err := drive.Renders(ctx, drive.RenderParams{APIURL: env.apiURL, Key: env.devKey, Clips: clips, Upload: upload,
+		N: len(drive.RenderProfiles) + 1, Timeout: 4 * time.Minute, Pool: env.pool})
+	require.NoError(t, err)
+	t.Logf("%d renders of %.2f s in %s", len(renders.Renders), renders.DurationSeconds, renders.Elapsed.Round(time.Second))
+	require.Empty(t, renders.Violations)
+	require.True(t, renders.Renders[len(drive.RenderProfiles)].Reused, "identical content reuses the stored output")
 
 	// No prompt, API key or presigned URL in any log line of the run.
 	text := logs.String()

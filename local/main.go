@@ -84,8 +84,17 @@ Upload a file of your own (PUT it to upload.url with every upload.headers, then 
   curl -s -X POST %s/v1/assets/<asset_id>/complete -H 'Authorization: Bearer %s'
   curl -s %s/v1/assets -H 'Authorization: Bearer %s'
 
+Render a timeline of READY assets (the output is one more asset; the same content again is reused, and free):
+  curl -s -X POST %s/v1/projects -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"name":"launch"}'
+  curl -s -X POST %s/v1/projects/<project_id>/revisions -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' \
+    -d '{"timeline":{"clips":[{"asset_id":"<asset_id>","in":0,"out":4},{"asset_id":"<asset_id>","in":1,"out":5,"transition_in":{"type":"dissolve","duration":1}}],"titles":[{"text":"Launch day","start":0.5,"end":3}]}}'
+  curl -s -X POST %s/v1/renders -H 'Authorization: Bearer %s' -H 'Idempotency-Key: render-1' -H 'Content-Type: application/json' \
+    -d '{"project_revision_id":"<revision_id>","profile":"1080p30-h264"}'
+  curl -s %s/v1/renders/<render_id> -H 'Authorization: Bearer %s'
+
 Ctrl-C stops everything.
 `, env.describe(), env.apiURL, env.devKey, env.simURL, env.simURL, env.apiURL, env.devKey, env.models[0], env.apiURL, env.devKey, env.apiURL, env.devKey,
-		env.apiURL, env.devKey, env.apiURL, env.devKey, env.apiURL, env.devKey)
+		env.apiURL, env.devKey, env.apiURL, env.devKey, env.apiURL, env.devKey,
+		env.apiURL, env.devKey, env.apiURL, env.devKey, env.apiURL, env.devKey, env.apiURL, env.devKey)
 	return env.wait(ctx)
 }

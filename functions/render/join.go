@@ -18,6 +18,7 @@ import (
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/media"
+	"github.com/aivedio/pipeline/shared/outbox"
 	renders "github.com/aivedio/pipeline/shared/render"
 	"github.com/aivedio/pipeline/shared/task"
 )
@@ -118,7 +119,21 @@ func (s *renderer) join(ctx context.Context, d stage.Delivery[task.RenderRequest
 				s.remove(ctx, d.Log, c.ObjectKey)
 			}
 		})
-		if _, err := renders.Apply(ctx, tx, d.Origin, cur, renders.Change{To: renders.Succeeded, OutputAssetID: &id, Progress: task.Ptr(100)}); err != nil {
+		// Renders of the same content that waited on these chunks end
+		// with this output.
+		siblings, err := renders.Siblings(ctx, tx, cur)
+		if err != nil {
+			return "", err
+		}
+		var wake []outbox.Event
+		for _, sib := range siblings {
+			ev, err := sib.Ask(d.Origin, task.RenderJoin, 0)
+			if err != nil {
+				return "", err
+			}
+			wake = append(wake, ev)
+		}
+		if _, err := renders.Apply(ctx, tx, d.Origin, cur, renders.Change{To: renders.Succeeded, OutputAssetID: &id, Progress: task.Ptr(100)}, wake...); err != nil {
 			return "", err
 		}
 		return inbox.Applied, nil

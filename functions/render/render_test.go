@@ -376,3 +376,35 @@ func mediaRuns(t *testing.T, operation string) float64 {
 	}
 	return 0
 }
+
+// TestIdenticalRendersAtOnceRenderEachChunkOnce: two renders of the same
+// content requested together share the chunks (each rendered once) and
+// the output: the one that joined is charged, the other ends with its
+// output, reused and free.
+//
+// Not parallel: it reads process-wide counters.
+func TestIdenticalRendersAtOnceRenderEachChunkOnce(t *testing.T) {
+	f := newFixture(t, render.Params{})
+	runs := mediaRuns(t, "render")
+	a, b := f.request(t, "720p30-h264"), f.request(t, "720p30-h264")
+	f.drain(t)
+	require.Equal(t, runs+3, mediaRuns(t, "render"), "three chunks, each rendered once")
+	ga, err := renders.Get(t.Context(), f.pool, a.ID)
+	require.NoError(t, err)
+	gb, err := renders.Get(t.Context(), f.pool, b.ID)
+	require.NoError(t, err)
+	require.Equal(t, renders.Succeeded, ga.Status)
+	require.Equal(t, renders.Succeeded, gb.Status)
+	require.Equal(t, *ga.OutputAssetID, *gb.OutputAssetID)
+	out, err := asset.Get(t.Context(), f.pool, *ga.OutputAssetID)
+	require.NoError(t, err)
+	stagetest.RemoveAfter(t, f.store, out.ObjectKey)
+	require.NotEqual(t, ga.Reused, gb.Reused, "one joined, the other reused")
+	for _, j := range []renders.Job{ga, gb} {
+		want := billing.Captured
+		if j.Reused {
+			want = billing.Released
+		}
+		require.Equal(t, want, f.reservation(t, j))
+	}
+}

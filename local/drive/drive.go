@@ -290,14 +290,19 @@ func listen(ctx context.Context, p Params) (*streamLog, error) {
 				continue
 			}
 			var c struct {
-				TaskID  uuid.UUID `json:"task_id"`
-				Version int64     `json:"version"`
+				TaskID   uuid.UUID `json:"task_id"`
+				RenderID uuid.UUID `json:"render_id"`
+				Version  int64     `json:"version"`
 			}
 			if json.Unmarshal([]byte(strings.TrimSpace(data)), &c) != nil {
 				continue
 			}
+			subject := c.TaskID
+			if c.RenderID != uuid.Nil {
+				subject = c.RenderID
+			}
 			log.mu.Lock()
-			log.versions[c.TaskID] = append(log.versions[c.TaskID], c.Version)
+			log.versions[subject] = append(log.versions[subject], c.Version)
 			log.mu.Unlock()
 		}
 	}()

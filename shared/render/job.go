@@ -218,3 +218,19 @@ func Unfinished(ctx context.Context, q pg.Querier, status Status, before time.Ti
 	}
 	return jobs, nil
 }
+
+// Siblings lists the other running renders of j's content (same tenant
+// and render key): they wait on the same chunks, and j's output is
+// theirs once stored.
+func Siblings(ctx context.Context, q pg.Querier, j Job) ([]Job, error) {
+	rows, err := q.Query(ctx, `SELECT `+jobColumns+` FROM render_jobs
+		WHERE tenant_id = $1 AND render_key = $2 AND status = 'RENDERING' AND render_job_id <> $3`, j.TenantID, j.Key, j.ID)
+	if err != nil {
+		return nil, fmt.Errorf("list renders of the same content: %w", err)
+	}
+	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) { return scanJob(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list renders of the same content: %w", err)
+	}
+	return jobs, nil
+}
