@@ -48,6 +48,15 @@ type fixture struct {
 
 func newFixture(t *testing.T, p render.Params) *fixture {
 	t.Helper()
+	f := fixtureOf(t, p, 3*time.Second)
+	require.Equal(t, int64(5_500_000), f.revision.Spec.DurationUS)
+	return f
+}
+
+// fixtureOf is a fixture whose uploads last clip: the timeline is 3 clip
+// - 2.5 s long.
+func fixtureOf(t testing.TB, p render.Params, clip time.Duration) *fixture {
+	t.Helper()
 	f := &fixture{pool: dbtest.TestSchema(t), store: stagetest.NewStore(t), tool: stagetest.NewTool(t)}
 	f.tenantID, _ = stagetest.NewTenant(t, f.pool)
 	require.NoError(t, pgx.BeginFunc(t.Context(), f.pool, func(tx pgx.Tx) error {
@@ -56,25 +65,25 @@ func newFixture(t *testing.T, p render.Params) *fixture {
 	}))
 	var ids []uuid.UUID
 	for range 3 {
-		path := mediatest.Clip(t, mediatest.ClipParams{Duration: 3 * time.Second, Width: 320, Height: 240, Rate: 30})
+		path := mediatest.Clip(t, mediatest.ClipParams{Duration: clip, Width: 320, Height: 240, Rate: 30})
 		a := stagetest.NewUpload(t, f.pool, f.store, f.tenantID, asset.Video, path, asset.Ready)
 		probe, err := f.tool.Probe(t.Context(), path)
 		require.NoError(t, err)
 		require.NoError(t, asset.RecordProbe(t.Context(), f.pool, a.ID, probe))
 		ids = append(ids, a.ID)
 	}
+	l := clip.Seconds()
 	spec, err := timeline.Shorthand{
 		Clips: []timeline.ShorthandClip{
-			{AssetID: ids[0], In: 0, Out: 2.5},
-			{AssetID: ids[1], In: 0, Out: 2, TransitionIn: &timeline.ShorthandTransition{Type: "dissolve", Duration: 1}},
-			{AssetID: ids[2], In: 1, Out: 3},
+			{AssetID: ids[0], In: 0, Out: l - 0.5},
+			{AssetID: ids[1], In: 0, Out: l - 1, TransitionIn: &timeline.ShorthandTransition{Type: "dissolve", Duration: 1}},
+			{AssetID: ids[2], In: 1, Out: l},
 		},
 		Titles: []timeline.ShorthandTitle{{Text: "The end", Start: 3, End: 5}},
 	}.Lower(func(uuid.UUID) (timeline.Media, bool) {
-		return timeline.Media{Ready: true, HasVideo: true, HasAudio: true, Duration: 3 * time.Second}, true
+		return timeline.Media{Ready: true, HasVideo: true, HasAudio: true, Duration: clip}, true
 	})
 	require.NoError(t, err)
-	require.Equal(t, int64(5_500_000), spec.DurationUS)
 	pr, err := project.Create(t.Context(), f.pool, f.tenantID, "trailer")
 	require.NoError(t, err)
 	source, err := json.Marshal(map[string]any{"test": true})
@@ -99,7 +108,7 @@ func newFixture(t *testing.T, p render.Params) *fixture {
 
 // request makes a render of the fixture's revision as the API does: the
 // job, its reservation and its start event in one transaction.
-func (f *fixture) request(t *testing.T, profile string) renders.Job {
+func (f *fixture) request(t testing.TB, profile string) renders.Job {
 	t.Helper()
 	checksums := map[uuid.UUID][]byte{}
 	for _, id := range f.revision.Spec.Assets() {
@@ -132,7 +141,7 @@ func (f *fixture) request(t *testing.T, profile string) renders.Job {
 
 // pending takes the outbox rows the render and settle stages consume and
 // marks them published, oldest first.
-func (f *fixture) pending(t *testing.T) []outbox.Stored {
+func (f *fixture) pending(t testing.TB) []outbox.Stored {
 	t.Helper()
 	rows, err := f.pool.Query(t.Context(), `UPDATE outbox_events SET published_at = now()
 		WHERE published_at IS NULL AND event_type = ANY($1) RETURNING `+outbox.Columns,
@@ -144,7 +153,7 @@ func (f *fixture) pending(t *testing.T) []outbox.Stored {
 }
 
 // deliver hands one stored event to its stage, as the adapter would.
-func (f *fixture) deliver(ctx context.Context, t *testing.T, ev outbox.Stored) error {
+func (f *fixture) deliver(ctx context.Context, t testing.TB, ev outbox.Stored) error {
 	ce, err := ev.Envelope.ToCloudEvent()
 	require.NoError(t, err)
 	fn := f.render
@@ -157,7 +166,7 @@ func (f *fixture) deliver(ctx context.Context, t *testing.T, ev outbox.Stored) e
 
 // drain delivers every pending event, and the ones they cause, until
 // none is left.
-func (f *fixture) drain(t *testing.T) {
+func (f *fixture) drain(t testing.TB) {
 	t.Helper()
 	for range 50 {
 		evs := f.pending(t)
@@ -171,14 +180,14 @@ func (f *fixture) drain(t *testing.T) {
 	t.Fatal("the render did not stop emitting events")
 }
 
-func (f *fixture) reservation(t *testing.T, j renders.Job) string {
+func (f *fixture) reservation(t testing.TB, j renders.Job) string {
 	t.Helper()
 	var status string
 	require.NoError(t, f.pool.QueryRow(t.Context(), `SELECT status FROM credit_reservations WHERE render_job_id = $1`, j.ID).Scan(&status))
 	return status
 }
 
-func (f *fixture) objects(t *testing.T, j renders.Job) []string {
+func (f *fixture) objects(t testing.TB, j renders.Job) []string {
 	t.Helper()
 	prefix, err := blob.RenderKey(j.TenantID.String(), j.Key, "x")
 	require.NoError(t, err)
@@ -354,7 +363,7 @@ func TestCancelMidChunkStopsFFmpeg(t *testing.T) {
 }
 
 // mediaRuns is how many times this process ran ffmpeg for operation.
-func mediaRuns(t *testing.T, operation string) float64 {
+func mediaRuns(t testing.TB, operation string) float64 {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(media.Collectors()...)

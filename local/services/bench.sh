@@ -17,6 +17,9 @@ go test -run='^$' -bench=. -benchtime=2s -count=1 ./shared/inbox/ | tee -a "$out
 echo "== journey: 30 generations a run through the whole pipeline (real PostgreSQL, Redis, S3, ffmpeg; emulator, then RocketMQ proxy)"
 go test -run='^$' -bench='^BenchmarkJourney$' -benchtime=1x -count=1 -timeout 15m ./local/ | tee -a "$out"
 
+echo "== render: a 26.5 s timeline, plain ffmpeg in one pass beside the render stage in chunks (real PostgreSQL, S3, ffmpeg)"
+go test -run='^$' -bench='^BenchmarkRender$' -benchtime=1x -count=1 -timeout 10m ./functions/render/ | tee -a "$out"
+
 echo "== side by side"
 awk '
 	function metric(unit,   i) { for (i = 3; i < NF; i++) if ($(i+1) == unit) return $i; return "" }
@@ -57,4 +60,20 @@ awk '
 		row("control CPU s/generation, this process", "instant-jobs", "ctl-cpu-s/gen", "")
 		row("control CPU s/generation, services", "instant-jobs", "svc-cpu-s/gen", "(whole processes: other clients too)")
 		row("media CPU s/generation, ffmpeg/ffprobe", "instant-jobs", "media-cpu-s/gen", "")
+	}' "$out"
+
+echo
+awk '
+	function metric(unit,   i) { for (i = 3; i < NF; i++) if ($(i+1) == unit) return $i; return "" }
+	/^BenchmarkRender\/plain-ffmpeg/            { pw = metric("wall-s/out-s"); pc = metric("ffmpeg-cpu-s/out-s") + metric("go-cpu-s/out-s") }
+	/^BenchmarkRender\/pipeline-chunked\/workers=1/ { w1 = metric("wall-s/out-s"); c1 = metric("ffmpeg-cpu-s/out-s") + metric("go-cpu-s/out-s"); r1 = metric("render-cpu-s/out-s"); p1 = metric("probe-cpu-s/out-s") }
+	/^BenchmarkRender\/pipeline-chunked\/workers=2/ { w2 = metric("wall-s/out-s") }
+	/^BenchmarkRender\/plain-ffmpeg/            { pr = metric("render-cpu-s/out-s") }
+	END {
+		if (pw == "") exit
+		printf "render, per output second          plain ffmpeg   render stage\n"
+		printf "wall s (one chunk at a time)       %8.3f       %8.3f   ratio %.2f\n", pw, w1, (pw > 0 ? w1 / pw : 0)
+		printf "CPU s (ffmpeg, ffprobe, Go)        %8.3f       %8.3f   ratio %.2f (goal <= 1.05)\n", pc, c1, (pc > 0 ? c1 / pc : 0)
+		printf "  of which the chunks ffmpeg runs  %8.3f       %8.3f;  ffprobe checks %.3f\n", pr, r1, p1
+		printf "chunked, two at a time, speedup over one pass: %.2fx\n", (w2 > 0 ? pw / w2 : 0)
 	}' "$out"

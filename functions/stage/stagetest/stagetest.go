@@ -70,7 +70,7 @@ func StoredEvents(t *testing.T, pool *pgxpool.Pool, eventType string) []outbox.S
 }
 
 // InboxResult is what the inbox recorded for an event, "" when nothing.
-func InboxResult(t *testing.T, pool *pgxpool.Pool, consumer, eventID string) string {
+func InboxResult(t testing.TB, pool *pgxpool.Pool, consumer, eventID string) string {
 	t.Helper()
 	var result string
 	err := pool.QueryRow(t.Context(), `SELECT result_code FROM inbox_dedup WHERE consumer_name = $1 AND event_id = $2`, consumer, eventID).Scan(&result)
@@ -116,7 +116,7 @@ func DeleteKeys(rdb *redis.Client, prefix string) error {
 }
 
 // NewStore opens the test S3 server (S3_* variables) on [Bucket].
-func NewStore(t *testing.T) *blob.Store {
+func NewStore(t testing.TB) *blob.Store {
 	t.Helper()
 	servicetest.Env(t, "S3 server", "S3_ENDPOINT")
 	servicetest.Env(t, "S3 server", "S3_ACCESS_KEY_ID")
@@ -133,7 +133,7 @@ func NewStore(t *testing.T) *blob.Store {
 }
 
 // RemoveAfter deletes the objects under keys when the test ends.
-func RemoveAfter(t *testing.T, store *blob.Store, keys ...string) {
+func RemoveAfter(t testing.TB, store *blob.Store, keys ...string) {
 	t.Helper()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -145,7 +145,7 @@ func RemoveAfter(t *testing.T, store *blob.Store, keys ...string) {
 }
 
 // NewTool runs the ffmpeg and ffprobe the tests find.
-func NewTool(t *testing.T) *media.Tool {
+func NewTool(t testing.TB) *media.Tool {
 	t.Helper()
 	return media.New(config.Media{FFmpegPath: mediatest.FFmpeg(t), FFprobePath: mediatest.FFprobe(t)})
 }

@@ -20,7 +20,7 @@ import (
 
 // NewTenant creates a tenant with [Credits] and returns it with its API
 // key.
-func NewTenant(t *testing.T, pool *pgxpool.Pool) (uuid.UUID, string) {
+func NewTenant(t testing.TB, pool *pgxpool.Pool) (uuid.UUID, string) {
 	t.Helper()
 	var c tenant.Created
 	require.NoError(t, pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error {
@@ -35,7 +35,7 @@ func NewTenant(t *testing.T, pool *pgxpool.Pool) (uuid.UUID, string) {
 // media and stored where the API puts it, moved to status (PROCESSING once
 // completed, READY once probed; the probe columns stay empty), and removes
 // the object after the test.
-func NewUpload(t *testing.T, pool *pgxpool.Pool, store *blob.Store, tenantID uuid.UUID, media asset.MediaType, path string, status asset.Status) asset.Asset {
+func NewUpload(t testing.TB, pool *pgxpool.Pool, store *blob.Store, tenantID uuid.UUID, media asset.MediaType, path string, status asset.Status) asset.Asset {
 	t.Helper()
 	body, err := os.ReadFile(path)
 	require.NoError(t, err)
