@@ -37,6 +37,7 @@ import (
 // timeline of them (a dissolve and a title), and the render and settle
 // functions.
 type fixture struct {
+	url      string // DATABASE_URL of the fixture's schema
 	pool     *pgxpool.Pool
 	store    *blob.Store
 	tool     *media.Tool
@@ -57,7 +58,11 @@ func newFixture(t *testing.T, p render.Params) *fixture {
 // - 2.5 s long.
 func fixtureOf(t testing.TB, p render.Params, clip time.Duration) *fixture {
 	t.Helper()
-	f := &fixture{pool: dbtest.TestSchema(t), store: stagetest.NewStore(t), tool: stagetest.NewTool(t)}
+	f := &fixture{url: dbtest.TestSchemaURL(t), store: stagetest.NewStore(t), tool: stagetest.NewTool(t)}
+	var err error
+	f.pool, err = pgxpool.New(t.Context(), f.url)
+	require.NoError(t, err)
+	t.Cleanup(f.pool.Close)
 	f.tenantID, _ = stagetest.NewTenant(t, f.pool)
 	require.NoError(t, pgx.BeginFunc(t.Context(), f.pool, func(tx pgx.Tx) error {
 		_, err := billing.TopUp(t.Context(), tx, f.tenantID, 1000, "render-test")
