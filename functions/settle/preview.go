@@ -3,8 +3,11 @@ package settle
 import (
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/preview"
 	"github.com/aivedio/pipeline/shared/task"
 )
@@ -12,7 +15,12 @@ import (
 // Preview is the stage's rule for replay: what a replayed settle request
 // would do to the task's credit reservation as it is now.
 func Preview() preview.Rule {
-	return preview.RuleOf(catalog.EventSettleRequested, preview.PayloadTask, decide)
+	return preview.RuleOf(catalog.EventSettleRequested, func(env envelope.Envelope, p task.SettleRequested) (uuid.UUID, error) {
+		if p.RenderID != uuid.Nil {
+			return uuid.Nil, preview.Refusal("replay.render", "the settle of render %s is not replayed: the reconciler settles a finished render that still holds credits again by itself", p.RenderID)
+		}
+		return preview.PayloadTask(env, p)
+	}, decide)
 }
 
 func decide(s preview.State, _ task.SettleRequested) preview.Verdict {

@@ -3,6 +3,7 @@ package settle
 import (
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aivedio/pipeline/shared/billing"
@@ -32,4 +33,17 @@ func TestPreview(t *testing.T) {
 		require.Equal(t, tc.want, v.Action, "%s: %s", tc.name, v.Reason)
 		require.Equal(t, tc.code, v.Code, tc.name)
 	}
+}
+
+// A render's settle is refused for replay: the reconciler re-settles it.
+func TestPreviewRefusesARendersSettle(t *testing.T) {
+	t.Parallel()
+	id := uuid.New()
+	ev, err := task.Origin{Producer: "test"}.EmitFor(task.Aggregate{Type: task.RenderAggregateType, ID: id, TenantID: uuid.New()},
+		task.SettleRequested{RenderID: id, Status: task.Succeeded})
+	require.NoError(t, err)
+	_, v := Preview().Parse(ev.Envelope)
+	require.NotNil(t, v)
+	require.Equal(t, preview.Refuse, v.Action)
+	require.Equal(t, "replay.render", v.Code)
 }
