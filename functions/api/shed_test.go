@@ -77,3 +77,45 @@ func TestBrokerDownShedsLowPriorityCreates(t *testing.T) {
 		return b.create(t, low, uuid.NewString(), validBody).status == http.StatusAccepted
 	}, 10*time.Second, 100*time.Millisecond)
 }
+
+// TestRendersAreShedFirst: from half of API_SHED_AFTER on, new renders from
+// low-priority tenants are refused while their generations still go
+// through; high-priority tenants still render.
+func TestRendersAreShedFirst(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.TestSchema(t)
+	srv := api.New(api.Options{Pool: pool, Redis: stagetest.NewRedis(t), Blob: fakePresigner{},
+		Limits: config.API{MaxBodyBytes: maxBodyBytes, MaxPromptChars: maxPromptChars, DownloadTTL: 15 * time.Minute,
+			ShedAfter: time.Minute, ShedBelow: 5},
+		Models: []string{testModel}, Price: billing.Price{DefaultPerSecond: pricePerSecond}, Replay: replay.NewDesk(pool, nil)})
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	b := &testBundle{pool: pool, srv: srv, http: hs}
+	newTenant := func(priority int) string {
+		var c tenant.Created
+		require.NoError(t, pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error {
+			var err error
+			c, err = tenant.Create(t.Context(), tx, tenant.NewTenant{Name: "t", Priority: priority, Credits: 1000}, tenant.RoleTenant)
+			return err
+		}))
+		return c.Key
+	}
+	low, high := newTenant(0), newTenant(9)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = srv.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	b.createTask(t, low)
+	_, err := pool.Exec(t.Context(), `UPDATE outbox_events SET created_at = now() - interval '40 seconds'`)
+	require.NoError(t, err)
+	render := `{"project_revision_id":"` + uuid.NewString() + `","profile":"720p30-h264"}`
+	require.Eventually(t, func() bool {
+		return b.postRender(t, low, uuid.NewString(), render).status == http.StatusServiceUnavailable
+	}, 10*time.Second, 100*time.Millisecond)
+	r := b.postRender(t, low, uuid.NewString(), render)
+	require.Equal(t, "overloaded", r.errorCode(t))
+	require.Contains(t, r.message(t), "pausing new renders")
+	require.Equal(t, http.StatusAccepted, b.create(t, low, uuid.NewString(), validBody).status, "generations are not shed yet")
+	require.Equal(t, http.StatusNotFound, b.postRender(t, high, uuid.NewString(), render).status, "a high-priority render is not shed (its revision is unknown)")
+}
