@@ -49,6 +49,8 @@ func usageOf(words []string) (string, bool) {
 		return quarantineUsage, true
 	case "tenants":
 		return tenantsUsage, true
+	case "capacity":
+		return capacityUsage, true
 	case "topics":
 		if len(words) > 1 && words[1] == "grant" {
 			return grantUsage, true

@@ -10,6 +10,7 @@
 //	go run ./adapter tenants create --name N ...  create a tenant and print its API key once
 //	go run ./adapter quarantine list|show         inspect message_quarantine
 //	go run ./adapter replay ...                   dry-run, approve and execute replays of quarantined messages
+//	go run ./adapter capacity rate|consumers|...  the seed's capacity arithmetic (7.13.1-7.13.4)
 //
 // Configuration comes from the environment (see README.md); each command
 // loads only the blocks it needs. Long-running commands serve /healthz,
@@ -43,7 +44,9 @@ const usage = `usage: adapter <command>
                                    approve it; prints the approval id
   replay --approval ID --execute   write the approved replay to the outbox
   replay --bulk --consumer C [filters] --dry-run | --approve ... | --execute-ticket T
-                                   the same for every open message of a consumer group`
+                                   the same for every open message of a consumer group
+  capacity rate|consumers|drain|storage [flags] [--json]
+                                   the seed's capacity arithmetic: message rate, consumers, drain time, broker storage`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -76,6 +79,8 @@ func run(ctx context.Context, args []string) error {
 		return runQuarantine(ctx, args[1:])
 	case "replay":
 		return runReplay(ctx, args[1:])
+	case "capacity":
+		return runCapacity(args[1:], os.Stdout)
 	case "dlq":
 		if len(args) < 2 || args[1] != "drain" {
 			return errors.New("usage: adapter dlq drain --group G")
