@@ -87,7 +87,9 @@ func (s *renderer) join(ctx context.Context, d stage.Delivery[task.RenderRequest
 	}
 	d.Log.InfoContext(ctx, "render joined", slog.Int("chunks", len(chunks)), slog.Duration("took", time.Since(started)),
 		slog.Int64("bytes", obj.Size))
-	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+	orphaned := false // canceled while joining: no object is left behind
+	err = d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		orphaned = false
 		cur, err := renders.Lock(ctx, tx, j.ID)
 		if err != nil {
 			return "", err
@@ -97,9 +99,7 @@ func (s *renderer) join(ctx context.Context, d stage.Delivery[task.RenderRequest
 			return "", err
 		}
 		if cur.Status != renders.Rendering {
-			if !recorded { // canceled while joining: no asset is left behind
-				d.AfterCommit(func(ctx context.Context) { s.remove(ctx, d.Log, key) })
-			}
+			orphaned = !recorded
 			return inbox.StaleNoop, nil
 		}
 		if !recorded {
@@ -138,6 +138,10 @@ func (s *renderer) join(ctx context.Context, d stage.Delivery[task.RenderRequest
 		}
 		return inbox.Applied, nil
 	})
+	if err == nil && orphaned {
+		s.remove(ctx, d.Log, key)
+	}
+	return err
 }
 
 // recordedOutput finds the asset stored under key, if any.

@@ -315,8 +315,8 @@ var errRenderEnded = errors.New("the render is no longer rendering")
 var errLeaseLost = errors.New("the chunk's claim was lost to another delivery")
 
 // watch runs while a chunk renders: it renews the lease and stops the
-// work (cancel with a cause) when the render left RENDERING or the claim
-// was lost. It returns when ctx ends.
+// work (cancel with a cause) when no render of the content is RENDERING
+// any more or the claim was lost. It returns when ctx ends.
 func (s *renderer) watch(ctx context.Context, cancel context.CancelCauseFunc, j renders.Job, l renders.Lease) {
 	tick := time.NewTicker(s.Watch)
 	defer tick.Stop()
@@ -327,8 +327,11 @@ func (s *renderer) watch(ctx context.Context, cancel context.CancelCauseFunc, j 
 			return
 		case <-tick.C:
 		}
-		var status renders.Status
-		if err := s.Pool.QueryRow(ctx, `SELECT status FROM render_jobs WHERE render_job_id = $1`, j.ID).Scan(&status); err == nil && status != renders.Rendering {
+		// The chunk is the content's: it is still wanted while any render
+		// of the same content runs (a sibling, when this one was canceled).
+		var wanted bool
+		if err := s.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM render_jobs WHERE tenant_id = $1 AND render_key = $2 AND status = 'RENDERING')`,
+			j.TenantID, j.Key).Scan(&wanted); err == nil && !wanted {
 			cancel(errRenderEnded)
 			return
 		}
@@ -410,22 +413,35 @@ func (s *renderer) chunk(ctx context.Context, d stage.Delivery[task.RenderReques
 		chunkLabel("failed").Inc()
 		return err
 	}
-	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+	var orphan string // an object nothing records once the transaction committed
+	err = d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		orphan = ""
 		cur, err := renders.Lock(ctx, tx, j.ID)
 		if err != nil {
 			return "", err
 		}
 		if cur.Status != renders.Rendering {
-			d.AfterCommit(func(ctx context.Context) { s.remove(ctx, d.Log, obj.ObjectKey) })
-			_ = l.Give(ctx, tx, "")
-			return inbox.StaleNoop, nil
+			// Ended meanwhile: the chunk serves a sibling of the same
+			// content, or nobody.
+			siblings, err := renders.Siblings(ctx, tx, cur)
+			if err != nil {
+				return "", err
+			}
+			if len(siblings) == 0 {
+				orphan = obj.ObjectKey
+				return inbox.StaleNoop, l.Give(ctx, tx, "")
+			}
+			cur = siblings[0]
+			if cur, err = renders.Lock(ctx, tx, cur.ID); err != nil {
+				return "", err
+			}
 		}
 		stored, err := l.Store(ctx, tx, obj)
 		if err != nil {
 			return "", err
 		}
 		if !stored {
-			d.AfterCommit(func(ctx context.Context) { s.remove(ctx, d.Log, obj.ObjectKey) })
+			orphan = obj.ObjectKey
 			return inbox.StaleNoop, nil
 		}
 		chunks, err := renders.Chunks(ctx, tx, cur.TenantID, cur.Key)
@@ -447,6 +463,10 @@ func (s *renderer) chunk(ctx context.Context, d stage.Delivery[task.RenderReques
 		chunkLabel("stored").Inc()
 		return inbox.Applied, nil
 	})
+	if err == nil && orphan != "" {
+		s.remove(ctx, d.Log, orphan)
+	}
+	return err
 }
 
 func allDone(chunks []renders.Chunk) bool {

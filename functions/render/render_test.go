@@ -422,3 +422,54 @@ func TestIdenticalRendersAtOnceRenderEachChunkOnce(t *testing.T) {
 		require.Equal(t, want, f.reservation(t, j))
 	}
 }
+
+// TestACanceledRenderLeavesItsChunkToASibling: two renders of the same
+// content wait on one chunk; canceling the one whose delivery renders it
+// does not stop ffmpeg, and the chunk serves the other, which ends
+// SUCCEEDED without a second run.
+//
+// Not parallel: it reads process-wide counters.
+func TestACanceledRenderLeavesItsChunkToASibling(t *testing.T) {
+	f := newFixture(t, render.Params{ChunkLength: 10 * time.Second})
+	a, b := f.request(t, "1080p30-h264"), f.request(t, "1080p30-h264")
+	for _, ev := range f.pending(t) {
+		require.NoError(t, f.deliver(t.Context(), t, ev)) // both start
+	}
+	chunkEvents := f.pending(t)
+	require.Len(t, chunkEvents, 2)
+	runs := mediaRuns(t, "render")
+	var wg sync.WaitGroup
+	var handleErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		handleErr = f.deliver(t.Context(), t, chunkEvents[0])
+	}()
+	require.Eventually(t, func() bool {
+		c, err := renders.GetChunk(t.Context(), f.pool, a.TenantID, a.Key, 0)
+		return err == nil && c.Status == renders.ChunkRendering
+	}, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, pgx.BeginFunc(t.Context(), f.pool, func(tx pgx.Tx) error {
+		cur, err := renders.Lock(t.Context(), tx, a.ID)
+		if err != nil {
+			return err
+		}
+		_, err = renders.Apply(t.Context(), tx, task.Origin{Producer: "test"}, cur, renders.Change{To: renders.Canceled})
+		return err
+	}))
+	wg.Wait()
+	require.NoError(t, handleErr)
+	f.drain(t)
+	require.Equal(t, runs+1, mediaRuns(t, "render"), "one ffmpeg run for the chunk")
+	ga, err := renders.Get(t.Context(), f.pool, a.ID)
+	require.NoError(t, err)
+	gb, err := renders.Get(t.Context(), f.pool, b.ID)
+	require.NoError(t, err)
+	require.Equal(t, renders.Canceled, ga.Status)
+	require.Equal(t, renders.Succeeded, gb.Status, "%s %s", gb.ErrorCode, gb.ErrorMessage)
+	out, err := asset.Get(t.Context(), f.pool, *gb.OutputAssetID)
+	require.NoError(t, err)
+	stagetest.RemoveAfter(t, f.store, out.ObjectKey)
+	require.Equal(t, billing.Released, f.reservation(t, ga))
+	require.Equal(t, billing.Captured, f.reservation(t, gb))
+}
