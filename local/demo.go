@@ -27,7 +27,7 @@ func runDemo(ctx context.Context, args []string) error {
 	renders := fs.Int("renders", 1, "final renders of a timeline of generated clips and an uploaded file, after the generations (0: none)")
 	uploadFile := fs.String("upload", "", "the video file (with sound) to upload for the renders; one made with ffmpeg when empty")
 	opts := defaultOptions()
-	opts.apiAddr = "127.0.0.1:0"
+	opts.apiAddr, opts.opsAddr = "127.0.0.1:0", "127.0.0.1:0"
 	opts.logFormat = "json"
 	opts.register(fs)
 	if err := fs.Parse(args); err != nil {

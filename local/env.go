@@ -17,10 +17,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/aivedio/pipeline/functions"
 	"github.com/aivedio/pipeline/functions/api"
+	"github.com/aivedio/pipeline/functions/render"
+	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/local/embedded"
 	"github.com/aivedio/pipeline/local/providersim"
 	"github.com/aivedio/pipeline/local/stack"
@@ -28,7 +31,9 @@ import (
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/media"
+	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/replay"
 	"github.com/aivedio/pipeline/shared/slots"
 	"github.com/aivedio/pipeline/shared/telemetry"
@@ -58,6 +63,7 @@ func (s *services) Validate() error { return errors.Join(s.Journey.Validate(), s
 // options are the command's flags.
 type options struct {
 	apiAddr   string
+	opsAddr   string
 	logFormat string
 	workers   int
 	sim       providersim.Options
@@ -65,11 +71,12 @@ type options struct {
 }
 
 func defaultOptions() options {
-	return options{apiAddr: "127.0.0.1:8080", logFormat: "text", workers: config.DefaultSourceWorkers, sim: providersim.DefaultOptions()}
+	return options{apiAddr: "127.0.0.1:8080", opsAddr: "127.0.0.1:8081", logFormat: "text", workers: config.DefaultSourceWorkers, sim: providersim.DefaultOptions()}
 }
 
 func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.apiAddr, "api-addr", o.apiAddr, "listen address of the API")
+	fs.StringVar(&o.opsAddr, "ops-addr", o.opsAddr, "listen address of /healthz, /readyz and /metrics (every stage, adapter and the API in one registry)")
 	fs.StringVar(&o.logFormat, "log-format", o.logFormat, "text or json")
 	fs.IntVar(&o.workers, "workers", o.workers, "concurrent deliveries per consumer group")
 	o.sim.RegisterFlags(fs)
@@ -78,6 +85,7 @@ func (o *options) register(fs *flag.FlagSet) {
 // environment is a started pipeline and everything it runs on.
 type environment struct {
 	apiURL, simURL, devKey string
+	opsURL                 string
 	models                 []string
 	kinds                  []string // what is real and what is embedded, for the banner
 	pool                   *pgxpool.Pool
@@ -157,11 +165,18 @@ func start(ctx context.Context, o options) (*environment, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.serveAPI(ctx, ln, svc, rdb, client, logger)
+	reg := telemetry.NewRegistry()
+	reg.MustRegister(stage.Collector(), inbox.Collector(), provider.IdentityCollector())
+	reg.MustRegister(media.Collectors()...)
+	reg.MustRegister(render.Collectors()...)
+	if err := e.serveOps(ctx, o.opsAddr, reg, rdb); err != nil {
+		return nil, err
+	}
+	e.serveAPI(ctx, ln, svc, rdb, client, reg, logger)
 	deps := functions.Deps{Logger: logger, Pool: e.pool, Redis: rdb, Slots: slots.New(rdb, nil), Blob: e.blob,
 		Media: media.New(config.Media{}), Provider: client, Journey: svc.Journey,
 		ProviderTimeout: provCfg.Timeout, CallbackURL: provCfg.CallbackURL}
-	if err := e.runPipeline(ctx, cancel, deps, broker, o.workers, logger); err != nil {
+	if err := e.runPipeline(ctx, cancel, deps, broker, o.workers, reg, logger); err != nil {
 		return nil, err
 	}
 	if e.devKey, err = devKey(ctx, e.pool); err != nil {
@@ -286,10 +301,11 @@ func (e *environment) startSimulator(ctx context.Context, o options, logger *slo
 }
 
 // serveAPI serves the public API on ln until the environment closes.
-func (e *environment) serveAPI(ctx context.Context, ln net.Listener, svc services, rdb *redis.Client, client api.CallbackParser, logger *slog.Logger) {
+func (e *environment) serveAPI(ctx context.Context, ln net.Listener, svc services, rdb *redis.Client, client api.CallbackParser,
+	reg prometheus.Registerer, logger *slog.Logger) {
 	srv := api.New(api.Options{Pool: e.pool, Redis: rdb, Blob: e.blob, Uploads: e.blob, Callbacks: []api.CallbackParser{client}, Limits: svc.API,
 		Models: svc.API.Models, Price: billing.DefaultPrice, Replay: replay.NewDesk(e.pool, functions.ReplayRules()),
-		Logger: logger.With(slog.String("component", "api"))})
+		Registerer: reg, Logger: logger.With(slog.String("component", "api"))})
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = httpSrv.Serve(ln) }()
 	e.closers = append(e.closers, func() {
@@ -304,10 +320,35 @@ func (e *environment) serveAPI(ctx context.Context, ln net.Listener, svc service
 	}()
 }
 
+// serveOps answers /healthz, /readyz (PostgreSQL and Redis reachable) and
+// /metrics for the whole one-process pipeline on addr.
+func (e *environment) serveOps(ctx context.Context, addr string, reg *prometheus.Registry, rdb *redis.Client) error {
+	ops, err := telemetry.Listen(addr, reg, func(ctx context.Context) error {
+		if err := e.pool.Ping(ctx); err != nil {
+			return fmt.Errorf("PostgreSQL: %w", err)
+		}
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("Redis: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w (choose another with -ops-addr)", err)
+	}
+	e.opsURL = "http://" + ops.Addr()
+	go func() {
+		if err := ops.Serve(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			e.done <- fmt.Errorf("ops server: %w", err)
+		}
+	}()
+	return nil
+}
+
 // runPipeline serves the stages, their adapters and the relay, and
 // returns once every function listens.
-func (e *environment) runPipeline(ctx context.Context, cancel context.CancelFunc, deps functions.Deps, broker stack.Broker, workers int, logger *slog.Logger) error {
-	st, err := stack.New(stack.Params{Deps: deps, Broker: broker, Workers: workers, RetryMin: 2 * time.Second, Logger: logger})
+func (e *environment) runPipeline(ctx context.Context, cancel context.CancelFunc, deps functions.Deps, broker stack.Broker, workers int,
+	reg prometheus.Registerer, logger *slog.Logger) error {
+	st, err := stack.New(stack.Params{Deps: deps, Broker: broker, Workers: workers, RetryMin: 2 * time.Second, Registerer: reg, Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -81,7 +81,7 @@ func BenchmarkJourney(b *testing.B) {
 func benchJourney(b *testing.B, br journeyBroker, jobs jobMix) string {
 	benchServices(b, br.endpoint(b))
 	o := defaultOptions()
-	o.apiAddr = "127.0.0.1:0"
+	o.apiAddr, o.opsAddr = "127.0.0.1:0", "127.0.0.1:0"
 	o.logFormat = "json"
 	o.logTo = io.Discard // logged as in production, but not into the benchmark's output
 	o.sim.JobDurationMin, o.sim.JobDurationMax = jobs.min, jobs.max

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -24,7 +25,7 @@ const journeyGenerations = 50
 func faultyProvider(t *testing.T) options {
 	t.Helper()
 	o := defaultOptions()
-	o.apiAddr = "127.0.0.1:0"
+	o.apiAddr, o.opsAddr = "127.0.0.1:0", "127.0.0.1:0"
 	o.logFormat = "json"
 	o.sim.Rate429 = 0.12
 	o.sim.RateDrop = 0.08
@@ -98,12 +99,34 @@ func runJourney(t *testing.T, o options) {
 	require.Empty(t, renders.Violations)
 	require.True(t, renders.Renders[len(drive.RenderProfiles)].Reused, "identical content reuses the stored output")
 
+	// One /metrics for the whole pipeline: the stages', the adapters' and
+	// the API's series; /readyz reaches PostgreSQL and Redis.
+	metrics := get(t, env.opsURL+"/metrics")
+	for _, series := range []string{"aivedio_stage_work_duration_seconds", "aivedio_adapter_deliveries_total", "aivedio_relay_",
+		"aivedio_inbox_outcomes_total", "aivedio_media_cpu_seconds_total", "aivedio_render_chunks_total", "api_request_duration_seconds"} {
+		require.Contains(t, metrics, series)
+	}
+	require.Equal(t, "ok\n", get(t, env.opsURL+"/readyz"))
+	require.Equal(t, "ok\n", get(t, env.opsURL+"/healthz"))
+
 	// No prompt, API key or presigned URL in any log line of the run.
 	text := logs.String()
 	require.NotEmpty(t, text)
 	for _, secret := range []string{drive.PromptMarker, env.devKey, "X-Amz-Signature", "X-Amz-Credential"} {
 		require.NotContains(t, text, secret, "a log line leaks %q", secret)
 	}
+}
+
+// get is the body of a 200 answer to GET url.
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "GET %s: %s", url, body)
+	return string(body)
 }
 
 // explainStuck logs the timeline and attempts of every task that did not

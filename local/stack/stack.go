@@ -24,6 +24,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aivedio/pipeline/adapter/mq"
 	"github.com/aivedio/pipeline/adapter/relay"
@@ -58,7 +59,10 @@ type Params struct {
 	// ScanEvery is how often the reconcile stage is sent its periodic scan
 	// trigger, as a Knative PingSource does; 30 s when zero.
 	ScanEvery time.Duration
-	Logger    *slog.Logger
+	// Registerer receives the sources' and the relay's metrics; nil
+	// registers none.
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
 }
 
 // Stack is a running pipeline.
@@ -124,6 +128,7 @@ func (s *Stack) Run(ctx context.Context, ready func()) error {
 		servers = append(servers, srv)
 		s.URLs[name] = url
 	}
+	sourceMetrics := source.NewMetrics(s.p.Registerer)
 	for _, g := range catalog.Groups() {
 		url, ok := s.URLs[g.Stage]
 		if !ok {
@@ -140,12 +145,12 @@ func (s *Stack) Run(ctx context.Context, ready func()) error {
 			RetryDelay: func(attempt int) time.Duration {
 				return min(s.p.RetryMin<<min(attempt-1, 6), 10*time.Minute)
 			},
-			Logger: s.p.Logger,
+			Metrics: sourceMetrics, Logger: s.p.Logger,
 		})
 		wg.Go(func() { fail(src.Run(ctx)) })
 	}
 	r := relay.New(relay.Params{Pool: s.p.Deps.Pool, Producer: s.p.Broker.Producer(), Owner: "local-stack",
-		Poll: 500 * time.Millisecond, Logger: s.p.Logger.With(slog.String("component", "relay"))})
+		Poll: 500 * time.Millisecond, Metrics: relay.NewMetrics(s.p.Registerer), Logger: s.p.Logger.With(slog.String("component", "relay"))})
 	wg.Go(func() { fail(r.Run(ctx)) })
 	if url, ok := s.URLs[reconcile.Name]; ok {
 		wg.Go(func() { s.tick(ctx, url) })

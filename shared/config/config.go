@@ -45,6 +45,10 @@ type RocketMQ struct {
 	// AdminClasspath points at the RocketMQ jars whose admin tool applies the
 	// topic catalog: the Go client has no admin API.
 	AdminClasspath string `envconfig:"ROCKETMQ_ADMIN_CLASSPATH" desc:"Java classpath of the RocketMQ tools jars (e.g. /opt/rocketmq/lib/*); needed only by 'adapter topics apply'"`
+	// The RocketMQ Go client logs through a zap logger of its own, by
+	// default every RPC at info into $HOME/logs/rocketmq.
+	ClientLogLevel string `envconfig:"ROCKETMQ_CLIENT_LOG_LEVEL" default:"warn" desc:"level of the RocketMQ Go client's own log: debug, info, warn or error"`
+	ClientLogDir   string `envconfig:"ROCKETMQ_CLIENT_LOG_DIR" desc:"directory for the RocketMQ Go client's own rotating log files; empty: its lines go to stderr"`
 }
 
 // Validate reports the first unusable setting, naming its variable.
@@ -54,6 +58,11 @@ func (r RocketMQ) Validate() error {
 	}
 	if (r.AccessKey == "") != (r.SecretKey == "") {
 		return errors.New("ROCKETMQ_ACCESS_KEY and ROCKETMQ_SECRET_KEY must be set together")
+	}
+	switch r.ClientLogLevel {
+	case "", "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("ROCKETMQ_CLIENT_LOG_LEVEL must be debug, info, warn or error, got %q", r.ClientLogLevel)
 	}
 	return nil
 }

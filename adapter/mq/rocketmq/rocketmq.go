@@ -13,9 +13,11 @@
 package rocketmq
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -85,6 +87,32 @@ var _ mq.Producer = (*Producer)(nil)
 // settings to sync with no deadline of its own.
 const startTimeout = 30 * time.Second
 
+// routeClientLog points the client's own zap logger where cfg says, once
+// per process, before the first client starts. The client reads its log
+// settings from the environment only (at init and in ResetLogger), and
+// writes its console lines to os.Stdout: os.Stdout is pointed at stderr
+// for the moment ResetLogger takes it, so that stdout stays the
+// commands' own output.
+func routeClientLog(cfg config.RocketMQ) {
+	clientLogOnce.Do(func() {
+		level := cmp.Or(cfg.ClientLogLevel, "warn")
+		_ = os.Setenv(rmq.CLIENT_LOG_LEVEL, level)
+		if cfg.ClientLogDir != "" {
+			_ = os.Setenv(rmq.CLIENT_LOG_ROOT, cfg.ClientLogDir)
+			_ = os.Setenv(rmq.ENABLE_CONSOLE_APPENDER, "false")
+			rmq.ResetLogger()
+			return
+		}
+		_ = os.Setenv(rmq.ENABLE_CONSOLE_APPENDER, "true")
+		stdout := os.Stdout
+		os.Stdout = os.Stderr
+		rmq.ResetLogger()
+		os.Stdout = stdout
+	})
+}
+
+var clientLogOnce sync.Once
+
 // NewProducer starts a producer for the given broker topics (at least one:
 // the v5 client never finishes starting without a topic route). It may send
 // to other topics too; their routes are fetched on first send.
@@ -92,6 +120,7 @@ func NewProducer(cfg config.RocketMQ, topics ...string) (*Producer, error) {
 	if len(topics) == 0 {
 		return nil, errors.New("new rocketmq producer: name at least one topic")
 	}
+	routeClientLog(cfg)
 	for try := 1; ; try++ {
 		p, err := rmq.NewProducer(clientConfig(cfg, ""), rmq.WithTopics(topics...))
 		if err != nil {
@@ -211,6 +240,7 @@ func NewConsumer(cfg config.RocketMQ, params ConsumerParams) (*Consumer, error) 
 	if params.Await < 3*time.Second {
 		return nil, fmt.Errorf("new rocketmq consumer for %s: await %s is below the proxy's minimum long poll; use at least 3s", params.Group, params.Await)
 	}
+	routeClientLog(cfg)
 	c := &Consumer{cfg: cfg, params: params}
 	sc, err := c.open()
 	if err != nil {
