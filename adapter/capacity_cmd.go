@@ -154,4 +154,3 @@ func num(v float64) string {
 	}
 	return out
 }
-

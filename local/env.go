@@ -325,10 +325,10 @@ func (e *environment) serveAPI(ctx context.Context, ln net.Listener, svc service
 func (e *environment) serveOps(ctx context.Context, addr string, reg *prometheus.Registry, rdb *redis.Client) error {
 	ops, err := telemetry.Listen(addr, reg, func(ctx context.Context) error {
 		if err := e.pool.Ping(ctx); err != nil {
-			return fmt.Errorf("PostgreSQL: %w", err)
+			return fmt.Errorf("reach PostgreSQL: %w", err)
 		}
 		if err := rdb.Ping(ctx).Err(); err != nil {
-			return fmt.Errorf("Redis: %w", err)
+			return fmt.Errorf("reach Redis: %w", err)
 		}
 		return nil
 	})
