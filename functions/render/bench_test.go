@@ -32,7 +32,7 @@ const benchProfile = "720p30-h264"
 // wall and CPU seconds (this process and its ffmpeg/ffprobe children) per
 // output second; `make bench` prints the ratios.
 func BenchmarkRender(b *testing.B) {
-	f := fixtureOf(b, render.Params{}, 10*time.Second)
+	f := fixtureOf(b, render.Params{ChunkLength: renders.DefaultChunk}, 10*time.Second)
 	seconds := float64(f.revision.Spec.DurationUS) / 1e6
 	inputs := map[uuid.UUID]media.RenderInput{}
 	for _, id := range f.revision.Spec.Assets() {
