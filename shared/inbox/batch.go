@@ -58,7 +58,7 @@ func DoBatch(ctx context.Context, db TxBeginner, consumer string, evs []envelope
 	}
 	for i, out := range r.outs {
 		if r.errs[i] == nil {
-			count(out)
+			observe(consumer, evs[i], out)
 		}
 	}
 	return r.outs, r.errs, nil

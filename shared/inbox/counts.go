@@ -2,8 +2,11 @@ package inbox
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/aivedio/pipeline/shared/envelope"
 )
 
 // Counts are what this process's inbox transactions decided since start.
@@ -21,6 +24,27 @@ func Totals() Counts {
 	return Counts{Applied: applied.Load(), StaleNoops: staleNoops.Load(), Duplicates: duplicates.Load()}
 }
 
+// endToEnd is the time from an event's occurred_at to the commit of the
+// transaction that applied it, by event type and consumer group: the
+// whole chain's latency for that hop (outbox, relay, broker, adapter,
+// stage). An event of a DELAY topic includes its wait.
+var endToEnd = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	Name: "aivedio_event_end_to_end_seconds",
+	Help: "From an event's occurred_at to the commit that applied it (or recorded it stale), by event type and consumer group; delayed events include their wait.",
+	// 5 ms to about 2 h, doubling: a hop of milliseconds and a poll delayed
+	// by minutes both land in a bucket.
+	Buckets: prometheus.ExponentialBuckets(0.005, 2, 21),
+}, []string{"event_type", "consumer_group"})
+
+// observe counts out and, for an event the function ran on, its end-to-end
+// latency.
+func observe(consumer string, ev envelope.Envelope, out Outcome) {
+	count(out)
+	if !out.Duplicate && !ev.OccurredAt.IsZero() {
+		endToEnd.WithLabelValues(ev.EventType, consumer).Observe(max(time.Since(ev.OccurredAt).Seconds(), 0))
+	}
+}
+
 func count(out Outcome) {
 	switch {
 	case out.Duplicate:
@@ -32,7 +56,8 @@ func count(out Outcome) {
 	}
 }
 
-// Collector exports the counts as aivedio_inbox_outcomes_total{outcome}.
+// Collector exports the counts as aivedio_inbox_outcomes_total{outcome},
+// and aivedio_event_end_to_end_seconds{event_type,consumer_group}.
 func Collector() prometheus.Collector { return collector{} }
 
 type collector struct{}
@@ -41,11 +66,15 @@ var outcomesDesc = prometheus.NewDesc("aivedio_inbox_outcomes_total",
 	"Inbox transactions by outcome: applied, stale_noop, or duplicate (a redelivery absorbed without running).",
 	[]string{"outcome"}, nil)
 
-func (collector) Describe(ch chan<- *prometheus.Desc) { ch <- outcomesDesc }
+func (collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- outcomesDesc
+	endToEnd.Describe(ch)
+}
 
 func (collector) Collect(ch chan<- prometheus.Metric) {
 	c := Totals()
 	ch <- prometheus.MustNewConstMetric(outcomesDesc, prometheus.CounterValue, float64(c.Applied), "applied")
 	ch <- prometheus.MustNewConstMetric(outcomesDesc, prometheus.CounterValue, float64(c.StaleNoops), "stale_noop")
 	ch <- prometheus.MustNewConstMetric(outcomesDesc, prometheus.CounterValue, float64(c.Duplicates), "duplicate")
+	endToEnd.Collect(ch)
 }

@@ -63,7 +63,7 @@ func Do(ctx context.Context, db TxBeginner, consumer string, ev envelope.Envelop
 	}
 	out, err := retry(ctx, func() (Outcome, error) { return e.do(ctx, db, fn) })
 	if err == nil {
-		count(out)
+		observe(consumer, ev, out)
 	}
 	return out, err
 }
