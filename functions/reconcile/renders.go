@@ -46,8 +46,13 @@ func (r *reconciler) settleRenders(ctx context.Context, now time.Time) (RenderRe
 		return rep, fmt.Errorf("scan renders: %w", err)
 	}
 	for _, id := range ids {
+		// One render that cannot be rescued now must not hold back the
+		// ones behind it.
 		if err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error { return r.rescueRender(ctx, tx, id, now, &rep) }); err != nil {
-			return rep, fmt.Errorf("rescue render %s: %w", id, err)
+			if ctx.Err() != nil {
+				return rep, err
+			}
+			r.Logger.WarnContext(ctx, "render not rescued this scan", slog.String("render_id", id.String()), slog.String("error", err.Error()))
 		}
 	}
 	rows, err = r.Pool.Query(ctx, `SELECT j.render_job_id FROM render_jobs j JOIN credit_reservations r ON r.render_job_id = j.render_job_id
@@ -78,7 +83,11 @@ func (r *reconciler) settleRenders(ctx context.Context, now time.Time) (RenderRe
 			return outbox.Write(ctx, tx, e)
 		})
 		if err != nil {
-			return rep, fmt.Errorf("resettle render %s: %w", id, err)
+			if ctx.Err() != nil {
+				return rep, err
+			}
+			r.Logger.WarnContext(ctx, "render not settled again this scan", slog.String("render_id", id.String()), slog.String("error", err.Error()))
+			continue
 		}
 		rep.Settled++
 	}

@@ -42,7 +42,7 @@ func (b *scanBundle) render(t *testing.T, status render.Status, age time.Duratio
 			if err != nil {
 				return err
 			}
-			if err := render.AddChunks(t.Context(), tx, b.tenantID, key, windows); err != nil {
+			if _, err := render.AddChunks(t.Context(), tx, b.tenantID, key, windows); err != nil {
 				return err
 			}
 			j, err = render.Move(t.Context(), tx, j, render.Change{To: status})

@@ -70,6 +70,15 @@ func (s *renderer) join(ctx context.Context, d stage.Delivery[task.RenderRequest
 	}
 	profile := media.Profiles[j.Profile]
 	if err := checkOutput(p, j.DurationUS, profile); err != nil {
+		// The chunks made a wrong output: they are dropped, so that the
+		// next render of this content renders them again.
+		dropped, derr := renders.Drop(ctx, s.Pool, j.TenantID, j.Key)
+		if derr != nil {
+			return derr
+		}
+		for _, key := range dropped {
+			s.remove(ctx, d.Log, key)
+		}
 		return s.fail(ctx, d, j.ID, "render.bad_output", err.Error())
 	}
 	f, err := os.Open(out)
@@ -87,9 +96,10 @@ func (s *renderer) join(ctx context.Context, d stage.Delivery[task.RenderRequest
 	}
 	d.Log.InfoContext(ctx, "render joined", slog.Int("chunks", len(chunks)), slog.Duration("took", time.Since(started)),
 		slog.Int64("bytes", obj.Size))
-	orphaned := false // canceled while joining: no object is left behind
+	orphaned := false   // canceled while joining, no sibling waits: no object is left behind
+	var joined []string // the chunks' objects, dropped with their rows
 	err = d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		orphaned = false
+		orphaned, joined = false, nil
 		cur, err := renders.Lock(ctx, tx, j.ID)
 		if err != nil {
 			return "", err
@@ -98,7 +108,14 @@ func (s *renderer) join(ctx context.Context, d stage.Delivery[task.RenderRequest
 		if err != nil {
 			return "", err
 		}
-		if cur.Status != renders.Rendering {
+		// Renders of the same content that waited on these chunks end
+		// with this output, also when this one was canceled meanwhile.
+		siblings, err := renders.Siblings(ctx, tx, cur)
+		if err != nil {
+			return "", err
+		}
+		running := cur.Status == renders.Rendering
+		if !running && len(siblings) == 0 {
 			orphaned = !recorded
 			return inbox.StaleNoop, nil
 		}
@@ -111,18 +128,7 @@ func (s *renderer) join(ctx context.Context, d stage.Delivery[task.RenderRequest
 				return "", err
 			}
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM render_chunks WHERE tenant_id = $1 AND render_key = $2`, cur.TenantID, cur.Key); err != nil {
-			return "", fmt.Errorf("drop joined chunks: %w", err)
-		}
-		d.AfterCommit(func(ctx context.Context) {
-			for _, c := range chunks {
-				s.remove(ctx, d.Log, c.ObjectKey)
-			}
-		})
-		// Renders of the same content that waited on these chunks end
-		// with this output.
-		siblings, err := renders.Siblings(ctx, tx, cur)
-		if err != nil {
+		if joined, err = renders.Drop(ctx, tx, cur.TenantID, cur.Key); err != nil {
 			return "", err
 		}
 		var wake []outbox.Event
@@ -133,15 +139,24 @@ func (s *renderer) join(ctx context.Context, d stage.Delivery[task.RenderRequest
 			}
 			wake = append(wake, ev)
 		}
+		if !running {
+			return inbox.Applied, outbox.Write(ctx, tx, wake...)
+		}
 		if _, err := renders.Apply(ctx, tx, d.Origin, cur, renders.Change{To: renders.Succeeded, OutputAssetID: &id, Progress: task.Ptr(100)}, wake...); err != nil {
 			return "", err
 		}
 		return inbox.Applied, nil
 	})
-	if err == nil && orphaned {
+	if err != nil {
+		return err
+	}
+	if orphaned {
 		s.remove(ctx, d.Log, key)
 	}
-	return err
+	for _, k := range joined {
+		s.remove(ctx, d.Log, k)
+	}
+	return nil
 }
 
 // recordedOutput finds the asset stored under key, if any.

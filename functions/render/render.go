@@ -49,6 +49,7 @@ import (
 	"github.com/aivedio/pipeline/shared/media"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/outcome"
+	"github.com/aivedio/pipeline/shared/pg"
 	"github.com/aivedio/pipeline/shared/project"
 	renders "github.com/aivedio/pipeline/shared/render"
 	"github.com/aivedio/pipeline/shared/task"
@@ -157,7 +158,9 @@ func (s *renderer) start(ctx context.Context, d stage.Delivery[task.RenderReques
 	if err != nil {
 		return s.fail(ctx, d, j.ID, "render.bad_plan", err.Error())
 	}
-	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+	var dropped []string // objects of chunks of another plan
+	err = d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		dropped = nil
 		cur, err := renders.Lock(ctx, tx, j.ID)
 		if err != nil {
 			return "", err
@@ -165,7 +168,23 @@ func (s *renderer) start(ctx context.Context, d stage.Delivery[task.RenderReques
 		if cur.Status != renders.Queued {
 			return inbox.StaleNoop, nil
 		}
-		if err := renders.AddChunks(ctx, tx, cur.TenantID, cur.Key, windows); err != nil {
+		// A sibling's join may have stored the output since it was looked
+		// for: its transaction dropped the chunks this one would plan again.
+		if out, ok, err := storedOutput(ctx, tx, cur); err != nil || ok {
+			if err != nil {
+				return "", err
+			}
+			if _, err := renders.Apply(ctx, tx, d.Origin, cur, renders.Change{To: renders.Succeeded, OutputAssetID: &out,
+				Reused: true, Progress: task.Ptr(100)}); err != nil {
+				return "", err
+			}
+			reusedOutputs.Inc()
+			return inbox.Applied, nil
+		}
+		if dropped, err = renders.AddChunks(ctx, tx, cur.TenantID, cur.Key, windows); err != nil {
+			if errors.Is(err, renders.ErrOtherPlanRendering) {
+				return "", outcome.Retryable("render.plan_busy", err)
+			}
 			return "", err
 		}
 		chunks, err := renders.Chunks(ctx, tx, cur.TenantID, cur.Key)
@@ -197,6 +216,12 @@ func (s *renderer) start(ctx context.Context, d stage.Delivery[task.RenderReques
 		d.Log.InfoContext(ctx, "render planned", slog.Int("chunks", len(chunks)), slog.Int("to_render", len(events)))
 		return inbox.Applied, nil
 	})
+	if err == nil {
+		for _, key := range dropped {
+			s.remove(ctx, d.Log, key)
+		}
+	}
+	return err
 }
 
 // outputKey is where the output of j's content is stored.
@@ -209,13 +234,13 @@ func outputKey(j renders.Job) (string, error) {
 }
 
 // storedOutput finds the RENDER asset of j's content, if one is stored.
-func (s *renderer) storedOutput(ctx context.Context, j renders.Job) (uuid.UUID, bool, error) {
+func storedOutput(ctx context.Context, q pg.Querier, j renders.Job) (uuid.UUID, bool, error) {
 	key, err := outputKey(j)
 	if err != nil {
 		return uuid.Nil, false, err
 	}
 	var id uuid.UUID
-	err = s.Pool.QueryRow(ctx, `SELECT asset_id FROM assets WHERE object_key = $1 AND kind = 'RENDER' AND tenant_id = $2 AND status = 'READY'`,
+	err = q.QueryRow(ctx, `SELECT asset_id FROM assets WHERE object_key = $1 AND kind = 'RENDER' AND tenant_id = $2 AND status = 'READY'`,
 		key, j.TenantID).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return uuid.Nil, false, nil
@@ -229,7 +254,7 @@ func (s *renderer) storedOutput(ctx context.Context, j renders.Job) (uuid.UUID, 
 // reuse ends j with the output of its content when one is stored (done
 // true).
 func (s *renderer) reuse(ctx context.Context, d stage.Delivery[task.RenderRequested], j renders.Job) (done bool, err error) {
-	out, ok, err := s.storedOutput(ctx, j)
+	out, ok, err := storedOutput(ctx, s.Pool, j)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -414,8 +439,9 @@ func (s *renderer) chunk(ctx context.Context, d stage.Delivery[task.RenderReques
 		return err
 	}
 	var orphan string // an object nothing records once the transaction committed
+	ran := false
 	err = d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		orphan = ""
+		ran, orphan = true, ""
 		cur, err := renders.Lock(ctx, tx, j.ID)
 		if err != nil {
 			return "", err
@@ -423,18 +449,15 @@ func (s *renderer) chunk(ctx context.Context, d stage.Delivery[task.RenderReques
 		if cur.Status != renders.Rendering {
 			// Ended meanwhile: the chunk serves a sibling of the same
 			// content, or nobody.
-			siblings, err := renders.Siblings(ctx, tx, cur)
+			next, err := runningSibling(ctx, tx, cur)
 			if err != nil {
 				return "", err
 			}
-			if len(siblings) == 0 {
+			if next == nil {
 				orphan = obj.ObjectKey
 				return inbox.StaleNoop, l.Give(ctx, tx, "")
 			}
-			cur = siblings[0]
-			if cur, err = renders.Lock(ctx, tx, cur.ID); err != nil {
-				return "", err
-			}
+			cur = *next
 		}
 		stored, err := l.Store(ctx, tx, obj)
 		if err != nil {
@@ -443,6 +466,9 @@ func (s *renderer) chunk(ctx context.Context, d stage.Delivery[task.RenderReques
 		if !stored {
 			orphan = obj.ObjectKey
 			return inbox.StaleNoop, nil
+		}
+		if err := renders.Touch(ctx, tx, cur.TenantID, cur.Key, cur.ID); err != nil {
+			return "", err
 		}
 		chunks, err := renders.Chunks(ctx, tx, cur.TenantID, cur.Key)
 		if err != nil {
@@ -463,10 +489,40 @@ func (s *renderer) chunk(ctx context.Context, d stage.Delivery[task.RenderReques
 		chunkLabel("stored").Inc()
 		return inbox.Applied, nil
 	})
-	if err == nil && orphan != "" {
+	if err != nil || !ran {
+		// Not recorded (the transaction failed, or the event was applied
+		// before): the claim goes back and the object away, unless the
+		// chunk names it (a commit whose answer was lost).
+		bg := context.WithoutCancel(ctx)
+		if c, gerr := renders.GetChunk(bg, s.Pool, j.TenantID, j.Key, index); errors.Is(gerr, renders.ErrNotFound) || (gerr == nil && c.ObjectKey != obj.ObjectKey) {
+			_ = l.Give(bg, s.Pool, "")
+			s.remove(bg, d.Log, obj.ObjectKey)
+		}
+		return err
+	}
+	if orphan != "" {
 		s.remove(ctx, d.Log, orphan)
 	}
-	return err
+	return nil
+}
+
+// runningSibling locks the first render of j's content still RENDERING,
+// nil when there is none.
+func runningSibling(ctx context.Context, tx pgx.Tx, j renders.Job) (*renders.Job, error) {
+	siblings, err := renders.Siblings(ctx, tx, j)
+	if err != nil {
+		return nil, err
+	}
+	for _, sib := range siblings {
+		locked, err := renders.Lock(ctx, tx, sib.ID)
+		if err != nil {
+			return nil, err
+		}
+		if locked.Status == renders.Rendering {
+			return &locked, nil
+		}
+	}
+	return nil, nil
 }
 
 func allDone(chunks []renders.Chunk) bool {

@@ -473,3 +473,39 @@ func TestACanceledRenderLeavesItsChunkToASibling(t *testing.T) {
 	require.Equal(t, billing.Released, f.reservation(t, ga))
 	require.Equal(t, billing.Captured, f.reservation(t, gb))
 }
+
+// TestAnEarlierRendersFailuresAreNotCountedAgain: a chunk that used up its
+// attempts in a render that failed renders again, with attempts of its
+// own, for the next render of the same content.
+func TestAnEarlierRendersFailuresAreNotCountedAgain(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, render.Params{ChunkLength: 10 * time.Second})
+	first := f.request(t, "720p30-h264")
+	for _, ev := range f.pending(t) {
+		require.NoError(t, f.deliver(t.Context(), t, ev))
+	}
+	f.pending(t) // its chunk event is lost; its claims failed instead
+	for range render.DefaultMaxChunkAttempts {
+		l, ok, err := renders.Claim(t.Context(), f.pool, first.TenantID, first.Key, 0, time.Minute)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.NoError(t, l.Give(t.Context(), f.pool, "ffmpeg: the storage server was away"))
+	}
+	require.NoError(t, pgx.BeginFunc(t.Context(), f.pool, func(tx pgx.Tx) error {
+		cur, err := renders.Lock(t.Context(), tx, first.ID)
+		if err != nil {
+			return err
+		}
+		_, err = renders.Apply(t.Context(), tx, task.Origin{Producer: "test"}, cur, renders.Change{To: renders.Failed,
+			ErrorCode: "render.chunk_failed", ErrorMessage: "the storage server was away"})
+		return err
+	}))
+	again := f.request(t, "720p30-h264")
+	f.drain(t)
+	got, err := renders.Get(t.Context(), f.pool, again.ID)
+	require.NoError(t, err)
+	require.Equal(t, renders.Succeeded, got.Status, "%s %s", got.ErrorCode, got.ErrorMessage)
+	out, err := asset.Get(t.Context(), f.pool, *got.OutputAssetID)
+	require.NoError(t, err)
+	stagetest.RemoveAfter(t, f.store, out.ObjectKey)
+}

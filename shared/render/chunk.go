@@ -58,10 +58,51 @@ func scanChunk(row pgx.Row) (Chunk, error) {
 	return c, nil
 }
 
-// AddChunks records the plan of the output (tenantID, key): windows
-// already recorded (by an earlier render of the same content, or an
-// earlier delivery) are kept as they are.
-func AddChunks(ctx context.Context, q pg.Querier, tenantID uuid.UUID, key string, windows []Window) error {
+// ErrOtherPlanRendering: a chunk of the content planned with another
+// chunk length is being rendered; the plan is recorded once it is over.
+var ErrOtherPlanRendering = errors.New("a chunk of another plan of this content is rendering")
+
+// AddChunks records the plan of the output (tenantID, key) for a render
+// that starts: windows already recorded (by an earlier render of the same
+// content, or an earlier delivery) are kept as they are, and start their
+// attempts again (an earlier render's failures are not this one's); rows
+// of another plan (another chunk length) are dropped, and their stored
+// objects returned for the caller to remove.
+func AddChunks(ctx context.Context, q pg.Querier, tenantID uuid.UUID, key string, windows []Window) (dropped []string, err error) {
+	keys := make([]string, len(windows))
+	for i, w := range windows {
+		keys[i] = w.Key
+	}
+	var rendering bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM render_chunks WHERE tenant_id = $1 AND render_key = $2
+		AND chunk_key <> ALL($3) AND status = 'RENDERING')`, tenantID, key, keys).Scan(&rendering); err != nil {
+		return nil, fmt.Errorf("look for chunks of another plan: %w", err)
+	}
+	if rendering {
+		return nil, ErrOtherPlanRendering
+	}
+	rows, err := q.Query(ctx, `DELETE FROM render_chunks WHERE tenant_id = $1 AND render_key = $2 AND chunk_key <> ALL($3)
+		RETURNING coalesce(object_key, '')`, tenantID, key, keys)
+	if err != nil {
+		return nil, fmt.Errorf("drop chunks of another plan: %w", err)
+	}
+	objects, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("drop chunks of another plan: %w", err)
+	}
+	for _, o := range objects {
+		if o != "" {
+			dropped = append(dropped, o)
+		}
+	}
+	if _, err := q.Exec(ctx, `UPDATE render_chunks SET attempts = 0, error_message = NULL
+		WHERE tenant_id = $1 AND render_key = $2 AND status = 'PENDING'`, tenantID, key); err != nil {
+		return nil, fmt.Errorf("restart chunk attempts: %w", err)
+	}
+	return dropped, addChunks(ctx, q, tenantID, key, windows)
+}
+
+func addChunks(ctx context.Context, q pg.Querier, tenantID uuid.UUID, key string, windows []Window) error {
 	idx, keys, from, to := make([]int, len(windows)), make([]string, len(windows)), make([]int64, len(windows)), make([]int64, len(windows))
 	for i, w := range windows {
 		idx[i], keys[i], from[i], to[i] = w.Index, w.Key, w.FromUS, w.ToUS
@@ -160,11 +201,13 @@ func (l Lease) Store(ctx context.Context, q pg.Querier, s Stored) (bool, error) 
 	return tag.RowsAffected() == 1, nil
 }
 
-// Give gives up l's claim, recording why, so that the next delivery
-// claims the chunk at once.
+// Give gives up l's claim so that the next delivery claims the chunk at
+// once. A reason records a failed attempt; without one (the render ended,
+// the result could not be recorded) the claim does not count as one.
 func (l Lease) Give(ctx context.Context, q pg.Querier, reason string) error {
 	_, err := q.Exec(ctx, `UPDATE render_chunks SET status = 'PENDING', lease_token = NULL, lease_until = NULL,
-			error_message = nullif($5, ''), updated_at = now()
+			error_message = coalesce(nullif($5, ''), error_message),
+			attempts = attempts - CASE WHEN $5 = '' AND attempts > 0 THEN 1 ELSE 0 END, updated_at = now()
 		WHERE tenant_id = $1 AND render_key = $2 AND chunk_index = $3 AND lease_token = $4 AND status = 'RENDERING'`,
 		l.TenantID, l.Key, l.Index, l.Token, reason)
 	if err != nil {
@@ -185,6 +228,26 @@ func Forget(ctx context.Context, q pg.Querier, c Chunk) error {
 	return nil
 }
 
+// Drop removes every chunk row of the output (tenantID, key) and returns
+// the objects they stored, for the caller to remove once committed.
+func Drop(ctx context.Context, q pg.Querier, tenantID uuid.UUID, key string) ([]string, error) {
+	rows, err := q.Query(ctx, `DELETE FROM render_chunks WHERE tenant_id = $1 AND render_key = $2 RETURNING coalesce(object_key, '')`, tenantID, key)
+	if err != nil {
+		return nil, fmt.Errorf("drop render chunks: %w", err)
+	}
+	objects, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("drop render chunks: %w", err)
+	}
+	var out []string
+	for _, o := range objects {
+		if o != "" {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
 // DonePercent is how much of a render the stored chunks make, in percent.
 func DonePercent(chunks []Chunk, durationUS int64) int {
 	if durationUS <= 0 {
@@ -196,5 +259,5 @@ func DonePercent(chunks []Chunk, durationUS int64) int {
 			done += c.DurationUS()
 		}
 	}
-	return int(done * 100 / durationUS)
+	return min(100, int(done*100/durationUS))
 }

@@ -234,3 +234,14 @@ func Siblings(ctx context.Context, q pg.Querier, j Job) ([]Job, error) {
 	}
 	return jobs, nil
 }
+
+// Touch records progress on every running render of (tenantID, key) but
+// except: a chunk they all wait on was stored, so their rescue count
+// starts again and the reconciler's stuck clock too.
+func Touch(ctx context.Context, q pg.Querier, tenantID uuid.UUID, key string, except uuid.UUID) error {
+	if _, err := q.Exec(ctx, `UPDATE render_jobs SET rescues = 0, updated_at = now()
+		WHERE tenant_id = $1 AND render_key = $2 AND status = 'RENDERING' AND render_job_id <> $3`, tenantID, key, except); err != nil {
+		return fmt.Errorf("touch renders of the same content: %w", err)
+	}
+	return nil
+}
