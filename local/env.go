@@ -166,7 +166,7 @@ func start(ctx context.Context, o options) (*environment, error) {
 		return nil, err
 	}
 	reg := telemetry.NewRegistry()
-	reg.MustRegister(stage.Collector(), inbox.Collector(), provider.IdentityCollector())
+	reg.MustRegister(stage.Collector(), inbox.Collector(), provider.IdentityCollector(), replay.Collector())
 	reg.MustRegister(media.Collectors()...)
 	reg.MustRegister(render.Collectors()...)
 	if err := e.serveOps(ctx, o.opsAddr, reg, rdb); err != nil {

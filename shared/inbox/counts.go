@@ -36,10 +36,29 @@ var endToEnd = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 	Buckets: prometheus.ExponentialBuckets(0.005, 2, 21),
 }, []string{"event_type", "consumer_group"})
 
+// ReplayProducer is the producer of replayed events (replay.Producer):
+// what such an event did at its consumer is the real effect of a replay.
+const ReplayProducer = "replay"
+
+var replayed = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "aivedio_replayed_events_total",
+	Help: "Replayed events (producer replay) as their consumer group took them: applied (the replay caused a real effect), stale_noop, duplicate.",
+}, []string{"consumer_group", "outcome"})
+
 // observe counts out and, for an event the function ran on, its end-to-end
 // latency.
 func observe(consumer string, ev envelope.Envelope, out Outcome) {
 	count(out)
+	if ev.Producer == ReplayProducer {
+		outcome := "applied"
+		switch {
+		case out.Duplicate:
+			outcome = "duplicate"
+		case out.Result == StaleNoop:
+			outcome = "stale_noop"
+		}
+		replayed.WithLabelValues(consumer, outcome).Inc()
+	}
 	if !out.Duplicate && !ev.OccurredAt.IsZero() {
 		endToEnd.WithLabelValues(ev.EventType, consumer).Observe(max(time.Since(ev.OccurredAt).Seconds(), 0))
 	}
@@ -57,7 +76,8 @@ func count(out Outcome) {
 }
 
 // Collector exports the counts as aivedio_inbox_outcomes_total{outcome},
-// and aivedio_event_end_to_end_seconds{event_type,consumer_group}.
+// aivedio_event_end_to_end_seconds{event_type,consumer_group} and
+// aivedio_replayed_events_total{consumer_group,outcome}.
 func Collector() prometheus.Collector { return collector{} }
 
 type collector struct{}
@@ -69,6 +89,7 @@ var outcomesDesc = prometheus.NewDesc("aivedio_inbox_outcomes_total",
 func (collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- outcomesDesc
 	endToEnd.Describe(ch)
+	replayed.Describe(ch)
 }
 
 func (collector) Collect(ch chan<- prometheus.Metric) {
@@ -77,4 +98,5 @@ func (collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(outcomesDesc, prometheus.CounterValue, float64(c.StaleNoops), "stale_noop")
 	ch <- prometheus.MustNewConstMetric(outcomesDesc, prometheus.CounterValue, float64(c.Duplicates), "duplicate")
 	endToEnd.Collect(ch)
+	replayed.Collect(ch)
 }

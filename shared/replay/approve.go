@@ -56,6 +56,7 @@ func (desk *Desk) Approve(ctx context.Context, replayID uuid.UUID, d Decision) (
 	if err != nil {
 		return Report{}, err
 	}
+	countStep(map[bool]string{true: metricRefused, false: metricApproved}[refused != nil])
 	return rep, refused
 }
 

@@ -174,6 +174,10 @@ func (desk *Desk) approveOne(ctx context.Context, f quarantine.Filter, r quarant
 		rec := stored{QuarantineID: r.QuarantineID, Plan: rep, Steps: []Step{planned, decided}, Bulk: &f}
 		return insertReplay(ctx, tx, in, rec, d, status, now)
 	})
+	if err == nil && status != statusAlreadyApproved {
+		countStep(metricPlanned)
+		countStep(map[bool]string{true: metricRefused, false: metricApproved}[status == StatusRejected])
+	}
 	return rep, status, err
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/preview"
 	"github.com/aivedio/pipeline/shared/quarantine"
@@ -17,7 +18,7 @@ import (
 
 // Producer is the envelope producer of every replay: CloudEvents source
 // /aivedio/replay.
-const Producer = "replay"
+const Producer = inbox.ReplayProducer
 
 // Execution is what executing an approval did.
 type Execution struct {
@@ -55,15 +56,17 @@ func (desk *Desk) Execute(ctx context.Context, approvalID uuid.UUID, operator st
 	var (
 		x       Execution
 		refused error
+		again   bool // executed before: nothing written now
 	)
 	err := pgx.BeginFunc(ctx, desk.db, func(tx pgx.Tx) error {
 		cur, err := lockReplay(ctx, tx, approvalID)
 		if err != nil {
 			return err
 		}
+		again = false
 		switch cur.Status {
 		case StatusExecuted:
-			x = executed(cur)
+			x, again = executed(cur), true
 			return nil
 		case StatusDryRun:
 			return fmt.Errorf("%w: replay %s is a dry run; approve it first under a ticket", ErrNotApproved, approvalID)
@@ -113,6 +116,12 @@ func (desk *Desk) Execute(ctx context.Context, approvalID uuid.UUID, operator st
 	})
 	if err != nil {
 		return Execution{}, err
+	}
+	switch {
+	case refused != nil:
+		countStep(metricRefused)
+	case !again:
+		countStep(metricExecuted)
 	}
 	return x, refused
 }

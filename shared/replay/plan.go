@@ -63,6 +63,9 @@ func (desk *Desk) Plan(ctx context.Context, ref Ref, operator string) (Report, e
 		rep = in.report
 		return nil
 	})
+	if err == nil {
+		countStep(metricPlanned)
+	}
 	return rep, err
 }
 

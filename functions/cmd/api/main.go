@@ -92,7 +92,7 @@ func run(ctx context.Context) (err error) {
 	}
 
 	reg := telemetry.NewRegistry()
-	reg.MustRegister(provider.IdentityCollector())
+	reg.MustRegister(provider.IdentityCollector(), replay.Collector())
 	srv := api.New(api.Options{
 		Pool: pool, Redis: rdb, Blob: store, Uploads: store, Callbacks: parsers, Limits: cfg.API,
 		Models: cfg.API.Models, Price: billing.DefaultPrice, Replay: replay.NewDesk(pool, functions.ReplayRules()),

@@ -1,0 +1,26 @@
+package replay
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Steps, as labelled in aivedio_replays_total.
+const (
+	metricPlanned  = "planned"
+	metricApproved = "approved"
+	metricRefused  = "refused"
+	metricExecuted = "executed"
+)
+
+// replays counts the desk's committed steps in this process (the API's
+// admin endpoints, or one CLI run); message_replays keeps every step for
+// good. What a replayed event then did at its consumer is
+// aivedio_replayed_events_total (package inbox).
+var replays = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "aivedio_replays_total",
+	Help: "Replay steps committed by this process: planned (dry runs), approved, refused (at approval or execution), executed (a replay event written).",
+}, []string{"step"})
+
+func countStep(step string) { replays.WithLabelValues(step).Inc() }
+
+// Collector exports aivedio_replays_total{step}; register it once per
+// registry.
+func Collector() prometheus.Collector { return replays }
