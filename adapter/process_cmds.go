@@ -20,6 +20,7 @@ import (
 	"github.com/aivedio/pipeline/adapter/source"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/telemetry"
 )
 
@@ -91,6 +92,11 @@ func runRelay(ctx context.Context, args []string) (err error) {
 		owner = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	reg := telemetry.NewRegistry()
+	// The relay always runs (a Deployment, unlike the stages that scale
+	// to zero): its replicas export the watched task states, one at a time.
+	gauges := task.StateGauges(pool)
+	defer gauges.Close()
+	reg.MustRegister(gauges)
 	r := relay.New(relay.Params{
 		Pool: pool, Producer: producer, Owner: owner, Batch: cfg.Batch, Publishers: cfg.Publishers, Lease: cfg.Lease,
 		Logger: logger.With(slog.String("component", "relay")), Metrics: relay.NewMetrics(reg),

@@ -36,6 +36,7 @@ import (
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/replay"
 	"github.com/aivedio/pipeline/shared/slots"
+	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/telemetry"
 	"github.com/aivedio/pipeline/shared/tenant"
 )
@@ -167,6 +168,9 @@ func start(ctx context.Context, o options) (*environment, error) {
 	}
 	reg := telemetry.NewRegistry()
 	reg.MustRegister(stage.Collector(), inbox.Collector(), provider.IdentityCollector(), replay.Collector())
+	gauges := task.StateGauges(e.pool)
+	e.closers = append(e.closers, gauges.Close)
+	reg.MustRegister(gauges)
 	reg.MustRegister(media.Collectors()...)
 	reg.MustRegister(render.Collectors()...)
 	if err := e.serveOps(ctx, o.opsAddr, reg, rdb); err != nil {
