@@ -23,16 +23,14 @@ var (
 		"Provider attempts whose submit answer was lost (SUBMIT_UNKNOWN): accepted or not is unknown until the reconciler looks.", nil, nil)
 )
 
-
 // StateGauges exports the count of tasks in each of [WatchedStates] and
 // of SUBMIT_UNKNOWN attempts, read from PostgreSQL on scrape, by one
 // process of all those that register it: the one holding a session
-// advisory lock on a connection of its own (kept out of the pool while it
-// exports). The others export nothing, so the counts are read once per
-// scrape interval, not once per replica, and another replica takes over
-// at its next scrape when the holder dies (its session ends).
-// Close ends the exporter's session (and gives the lock to another
-// process); call it when the process stops.
+// advisory lock on a connection of its own, outside the pool. The others
+// export nothing, so the counts are read once per scrape interval, not
+// once per replica, and another replica takes over at its next scrape
+// when the holder dies (its session ends). Close the collector when the
+// process stops, so that the lock is given up at once.
 func StateGauges(pool *pgxpool.Pool) *StateGaugesCollector {
 	return &StateGaugesCollector{config: pool.Config().ConnConfig}
 }
