@@ -23,6 +23,7 @@ import (
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/telemetry"
 )
 
 // Function serves the stage named by STAGE.
@@ -55,17 +56,23 @@ func (f *Function) Start(ctx context.Context, cfg map[string]string) error {
 		return fmt.Errorf("start function: %w", err)
 	}
 	conf.Stage = name
+	tracing, err := telemetry.SetupTracing(ctx, "aivedio-"+name)
+	if err != nil {
+		return fmt.Errorf("start function: %w", err)
+	}
 	deps, closeDeps, err := functions.Open(ctx, conf, f.logger)
 	if err != nil {
+		tracing.Close()
 		return fmt.Errorf("start function: %w", err)
 	}
 	s, err := functions.New(ctx, name, deps)
 	if err != nil {
 		closeDeps()
+		tracing.Close()
 		return fmt.Errorf("start function: %w", err)
 	}
 	f.mu.Lock()
-	f.stage, f.closeDeps = s, closeDeps
+	f.stage, f.closeDeps = s, func() { closeDeps(); tracing.Close() }
 	f.mu.Unlock()
 	f.logger.InfoContext(ctx, "function started", slog.String("stage", name))
 	return nil

@@ -72,6 +72,11 @@ func runRelay(ctx context.Context, args []string) (err error) {
 	}
 	logger := telemetry.NewLogger(cfg.LogFormat)
 	defer func() { logStopped(ctx, logger, "relay", err) }()
+	tracing, err := telemetry.SetupTracing(ctx, "aivedio-relay")
+	if err != nil {
+		return err
+	}
+	defer tracing.Close()
 	pool, err := openPool(ctx, cfg.Postgres)
 	if err != nil {
 		return err
@@ -125,6 +130,11 @@ func runSource(ctx context.Context, args []string) (err error) {
 	// The source names the group in its own log lines.
 	logger := telemetry.NewLogger(cfg.LogFormat)
 	defer func() { logStopped(ctx, logger, "source", err) }()
+	tracing, err := telemetry.SetupTracing(ctx, "aivedio-source")
+	if err != nil {
+		return err
+	}
+	defer tracing.Close()
 	pool, err := openPool(ctx, cfg.Postgres)
 	if err != nil {
 		return err
@@ -177,6 +187,11 @@ func runDrain(ctx context.Context, args []string) (err error) {
 	// The drainer names the group in its own log lines.
 	logger := telemetry.NewLogger(cfg.LogFormat)
 	defer func() { logStopped(ctx, logger, "dlq drain", err) }()
+	tracing, err := telemetry.SetupTracing(ctx, "aivedio-dlq-drain")
+	if err != nil {
+		return err
+	}
+	defer tracing.Close()
 	pool, err := openPool(ctx, cfg.Postgres)
 	if err != nil {
 		return err

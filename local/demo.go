@@ -15,6 +15,7 @@ import (
 
 	"github.com/aivedio/pipeline/local/drive"
 	"github.com/aivedio/pipeline/shared/inbox"
+	"github.com/aivedio/pipeline/shared/telemetry"
 )
 
 // runDemo runs the pipeline, drives n generations through the API to the
@@ -39,6 +40,11 @@ func runDemo(ctx context.Context, args []string) error {
 	if *renders < 0 {
 		return errors.New("-renders must be 0 or more")
 	}
+	tracing, err := telemetry.SetupTracing(ctx, "aivedio-local")
+	if err != nil {
+		return err
+	}
+	defer tracing.Close()
 	env, err := start(ctx, opts)
 	if err != nil {
 		return err

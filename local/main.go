@@ -20,6 +20,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/aivedio/pipeline/shared/telemetry"
 )
 
 func main() {
@@ -58,6 +60,11 @@ func runServe(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	tracing, err := telemetry.SetupTracing(ctx, "aivedio-local")
+	if err != nil {
+		return err
+	}
+	defer tracing.Close()
 	env, err := start(ctx, opts)
 	if err != nil {
 		return err
@@ -70,6 +77,7 @@ AiVedio pipeline is running (%s).
   dev key    %s
   simulator  %s  (stats: %s/sim/stats)
   ops        %s/metrics, %s/healthz, %s/readyz  (every stage, adapter and the API)
+  traces     %s
 
 Try:
   curl -s -X POST %s/v1/generations \
@@ -94,8 +102,16 @@ Render a timeline of READY assets (the output is one more asset; the same conten
   curl -s %s/v1/renders/<render_id> -H 'Authorization: Bearer %s'
 
 Ctrl-C stops everything.
-`, env.describe(), env.apiURL, env.devKey, env.simURL, env.simURL, env.opsURL, env.opsURL, env.opsURL, env.apiURL, env.devKey, env.models[0], env.apiURL, env.devKey, env.apiURL, env.devKey,
+`, env.describe(), env.apiURL, env.devKey, env.simURL, env.simURL, env.opsURL, env.opsURL, env.opsURL, tracesLine(tracing), env.apiURL, env.devKey, env.models[0], env.apiURL, env.devKey, env.apiURL, env.devKey,
 		env.apiURL, env.devKey, env.apiURL, env.devKey, env.apiURL, env.devKey,
 		env.apiURL, env.devKey, env.apiURL, env.devKey, env.apiURL, env.devKey, env.apiURL, env.devKey)
 	return env.wait(ctx)
+}
+
+// tracesLine says where spans go, or the one line that shows them.
+func tracesLine(t *telemetry.Tracing) string {
+	if t.Exporting {
+		return "exported as OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_* say (one trace per generation and per render)"
+	}
+	return "off; to see one trace per generation and per render: OTEL_TRACES_EXPORTER=console make run (spans as JSON on stdout), or OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 to a collector"
 }

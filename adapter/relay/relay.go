@@ -31,10 +31,14 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aivedio/pipeline/adapter/cerocketmq"
 	"github.com/aivedio/pipeline/adapter/mq"
 	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/telemetry"
 )
 
 // Params configures a Relay.
@@ -178,9 +182,29 @@ type failure struct {
 	err error
 }
 
-func (r *Relay) publish(ctx context.Context, row outbox.Stored) error {
+// publish sends one row in a producer span whose parent is the span that
+// wrote the row; the message carries the publish span as its traceparent.
+func (r *Relay) publish(ctx context.Context, row outbox.Stored) (err error) {
 	start := time.Now()
-	ev, err := row.Envelope.ToCloudEvent()
+	env := row.Envelope
+	ctx, span := telemetry.Tracer().Start(telemetry.WithTraceParent(ctx, env.W3CTraceParent(), env.TraceState),
+		"publish "+row.Topic.BrokerName(), trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			semconv.MessagingSystemRocketMQ,
+			semconv.MessagingOperationTypeSend,
+			semconv.MessagingDestinationName(row.Topic.BrokerName()),
+			semconv.MessagingMessageID(env.EventID),
+			attribute.String("cloudevents.event_type", env.EventType),
+			attribute.Int("aivedio.publish_attempt", row.PublishAttempts+1),
+			attribute.Float64("aivedio.outbox_wait_seconds", time.Since(row.CreatedAt).Seconds())))
+	defer func() { telemetry.SpanError(span, err); span.End() }()
+	if !row.DeliverAt.IsZero() {
+		span.SetAttributes(attribute.String("aivedio.deliver_at", row.DeliverAt.Format(time.RFC3339Nano)))
+	}
+	if tp, ts := telemetry.TraceParent(ctx); tp != "" && tp[3:35] == env.TraceID {
+		env.TraceParent, env.TraceState = tp, ts
+	}
+	ev, err := env.ToCloudEvent()
 	if err != nil {
 		return fmt.Errorf("%w: %w", errInvalidRow, err)
 	}

@@ -36,12 +36,16 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aivedio/pipeline/adapter/cerocketmq"
 	"github.com/aivedio/pipeline/adapter/mq"
@@ -50,6 +54,7 @@ import (
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/quarantine"
+	"github.com/aivedio/pipeline/shared/telemetry"
 )
 
 // Params configures a Source.
@@ -303,16 +308,71 @@ func (s *Source) handle(ctx context.Context, c mq.Consumer, msg *mq.Received) st
 	log := s.p.Logger.With(slog.String("consumer_group", s.p.Group.Name), slog.String("message_id", msg.MessageID), slog.Int("attempt", msg.DeliveryAttempt))
 
 	ev, err := s.toEvent(ctx, msg)
+	ctx, span := s.receiveSpan(ctx, msg, ev)
+	defer span.End()
 	if err == nil {
 		log = log.With(slog.String("event_id", ev.ID()), slog.String("event_type", ev.Type()))
 		dctx, cancel := context.WithTimeout(ctx, s.p.HandlerTimeout)
-		err = s.p.Deliverer.Deliver(dctx, *ev)
+		err = s.deliver(dctx, *ev)
 		cancel()
 	}
 	result := s.settle(ctx, log, c, msg, ev, err)
+	span.SetAttributes(attribute.String("aivedio.delivery_result", result))
+	telemetry.SpanError(span, err)
 	s.p.Metrics.deliveries.WithLabelValues(s.p.Group.Name, result).Inc()
 	s.p.Metrics.latency.WithLabelValues(s.p.Group.Name, result).Observe(time.Since(start).Seconds())
 	return result
+}
+
+// receiveSpan starts the consumer span of one received message, a child
+// of the relay's publish span the message carries, and before it a span
+// of the time the message waited in the broker (its delay, and its
+// earlier attempts' backoff), so that a delayed hop shows its wait.
+func (s *Source) receiveSpan(ctx context.Context, msg *mq.Received, ev *event.Event) (context.Context, trace.Span) {
+	if ev != nil {
+		tp, _ := ev.Extensions()[envelope.ExtTraceParent].(string)
+		ts, _ := ev.Extensions()[envelope.ExtTraceState].(string)
+		ctx = telemetry.WithTraceParent(ctx, tp, ts)
+	}
+	attrs := []attribute.KeyValue{
+		semconv.MessagingSystemRocketMQ,
+		semconv.MessagingDestinationName(msg.Topic),
+		semconv.MessagingConsumerGroupName(s.p.Group.Name),
+		semconv.MessagingMessageID(msg.MessageID),
+		attribute.Int("aivedio.delivery_attempt", msg.DeliveryAttempt),
+	}
+	if ev != nil {
+		attrs = append(attrs, attribute.String("cloudevents.event_id", ev.ID()), attribute.String("cloudevents.event_type", ev.Type()))
+	}
+	now := time.Now()
+	if !msg.BornAt.IsZero() && msg.BornAt.Before(now) {
+		waitAttrs := append(slices.Clip(attrs), attribute.Float64("aivedio.broker_wait_seconds", now.Sub(msg.BornAt).Seconds()))
+		if !msg.DeliveryTime.IsZero() {
+			waitAttrs = append(waitAttrs, attribute.String("aivedio.deliver_at", msg.DeliveryTime.Format(time.RFC3339Nano)))
+		}
+		_, wait := telemetry.Tracer().Start(ctx, "wait "+msg.Topic, trace.WithTimestamp(msg.BornAt), trace.WithAttributes(waitAttrs...))
+		wait.End(trace.WithTimestamp(now))
+	}
+	return telemetry.Tracer().Start(ctx, "receive "+msg.Topic, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(append(attrs, semconv.MessagingOperationTypeReceive)...))
+}
+
+// deliver hands ev to the function in a client span that becomes the
+// event's traceparent, so the function's span is its child.
+func (s *Source) deliver(ctx context.Context, ev event.Event) error {
+	ctx, span := telemetry.Tracer().Start(ctx, "deliver "+s.p.Group.Name, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(semconv.MessagingConsumerGroupName(s.p.Group.Name), semconv.MessagingOperationTypeProcess))
+	defer span.End()
+	if tp, ts := telemetry.TraceParent(ctx); tp != "" {
+		ev = ev.Clone()
+		ev.SetExtension(envelope.ExtTraceParent, tp)
+		if ts != "" {
+			ev.SetExtension(envelope.ExtTraceState, ts)
+		}
+	}
+	err := s.p.Deliverer.Deliver(ctx, ev)
+	telemetry.SpanError(span, err)
+	return err
 }
 
 // toEvent reads the message as a CloudEvent with a valid envelope; what

@@ -87,7 +87,14 @@ func (s *Server) providerCallback(w http.ResponseWriter, r *http.Request) *apiEr
 		if err != nil {
 			return err
 		}
-		return outbox.Write(ctx, tx, ev)
+		// The provider's request carries no trace of ours: the event
+		// continues the task's, linked to this request's.
+		wctx, span, err := task.ContinueTrace(ctx, tx, taskID, "provider callback "+name)
+		defer span.End()
+		if err != nil {
+			return err
+		}
+		return outbox.Write(wctx, tx, ev)
 	})
 	var mismatch errNotThisAttempt
 	switch {

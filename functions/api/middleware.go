@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/aivedio/pipeline/shared/telemetry"
 	"github.com/aivedio/pipeline/shared/tenant"
 )
 
@@ -57,17 +58,26 @@ func (r *recorder) Write(b []byte) (int, error) {
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// observe gives every request an id, logs it, counts it, and turns a panic
-// into a 500 without a stack trace in the response.
+// observe gives every request an id, returns its trace (the traceparent
+// answer header), logs it, counts it, and turns a panic into a 500 without
+// a stack trace in the response.
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ri := &requestInfo{id: newRequestID()}
 		ctx := context.WithValue(r.Context(), requestInfoKey{}, ri)
+		outer := r
 		r = r.WithContext(ctx)
 		rec := &recorder{ResponseWriter: w}
 		rec.Header().Set("X-Request-Id", ri.id)
+		// The trace the request is part of, generated when the caller sent
+		// none: every event the request writes carries it.
+		traceParent, _ := telemetry.TraceParent(ctx)
+		if traceParent != "" {
+			rec.Header().Set("Traceparent", traceParent)
+		}
 		defer func() {
+			outer.Pattern = r.Pattern // for the server span's name
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
 					panic(v)
@@ -96,6 +106,9 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			}
 			if ri.tenantID != uuid.Nil {
 				attrs = append(attrs, slog.String("tenant_id", ri.tenantID.String()))
+			}
+			if traceParent != "" {
+				attrs = append(attrs, slog.String("trace_id", traceParent[3:35]))
 			}
 			level := slog.LevelInfo
 			if status >= 500 {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/blob"
@@ -219,7 +220,14 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /v1/admin/replays/bulk/approve", s.adminRoute(s.approveBulk))
 	mux.Handle("POST /v1/admin/replays/bulk/execute", s.adminRoute(s.executeBulk))
 	mux.Handle("/", s.noRoute(mux))
-	return s.observe(mux)
+	// The server span is outermost so the request log and the traceparent
+	// answer header name it; the route names it once the mux has matched.
+	return otelhttp.NewHandler(s.observe(mux), "api", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+		if r.Pattern != "" {
+			return r.Pattern
+		}
+		return r.Method + " unmatched"
+	}))
 }
 
 // noRoute answers requests no pattern took, in JSON: 405 when the path

@@ -99,6 +99,11 @@ func (r *reconciler) rescueRender(ctx context.Context, tx pgx.Tx, id uuid.UUID, 
 	if err != nil {
 		return err
 	}
+	ctx, span, err := render.ContinueTrace(ctx, tx, id, "reconcile render "+string(j.Status))
+	defer span.End()
+	if err != nil {
+		return err
+	}
 	// An event still in the outbox is on its way (the relay or the broker
 	// is slow or down): re-asking adds nothing and must not count.
 	var pending bool

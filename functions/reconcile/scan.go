@@ -169,6 +169,13 @@ func (r *reconciler) rescue(ctx context.Context, id uuid.UUID, status task.Statu
 		if err != nil {
 			return err
 		}
+		// The rescue belongs to the task's trace: what it re-drives
+		// carries on there, linked to the scan.
+		ctx, span, err := task.ContinueTrace(ctx, tx, cur.ID, "reconcile "+string(status))
+		defer span.End()
+		if err != nil {
+			return err
+		}
 		events, err := emit(ctx, tx, cur)
 		if rounds >= maxRescues && err == nil {
 			err = errGiveUp

@@ -32,6 +32,13 @@
 // Every Handle is timed into aivedio_stage_work_duration_seconds{stage,
 // outcome}, process-wide: see [Collector].
 //
+// # Tracing
+//
+// Every Handle runs in a span named "<stage> <event type>", a child of the
+// event's traceparent (the source adapter's delivery span); the inbox
+// transaction, provider and S3 calls, ffmpeg runs and the events the work
+// writes hang below it.
+//
 // A Function is safe for concurrent use when its WorkFunc is.
 package stage
 
@@ -47,9 +54,13 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/outcome"
+	"github.com/aivedio/pipeline/shared/telemetry"
 )
 
 // WorkFunc does a stage's work for one validated event. It must be
@@ -94,8 +105,10 @@ func (f *Function) Name() string { return f.params.Name }
 
 // Handle validates ev and runs the stage's work. The returned error is a
 // CloudEvents HTTP result whose status code tells the adapter what to do.
-func (f *Function) Handle(ctx context.Context, ev event.Event) (*event.Event, error) {
+func (f *Function) Handle(ctx context.Context, ev event.Event) (_ *event.Event, err error) {
 	start := time.Now()
+	ctx, span := f.span(ctx, ev)
+	defer func() { telemetry.SpanError(span, err); span.End() }()
 	log := f.params.Logger.With(slog.String("stage", f.params.Name), slog.String("event_id", ev.ID()), slog.String("event_type", ev.Type()))
 	if trigger, ok := f.params.Triggers[ev.Type()]; ok {
 		return nil, f.result(ctx, log, start, trigger(ctx, ev))
@@ -115,6 +128,23 @@ func (f *Function) Handle(ctx context.Context, ev event.Event) (*event.Event, er
 	}
 	log = log.With(slog.String("tenant_id", env.TenantID))
 	return nil, f.result(ctx, log, start, f.params.Work(ctx, env))
+}
+
+// span starts the stage's span of one event, a child of the span that
+// delivered it (the event's traceparent).
+func (f *Function) span(ctx context.Context, ev event.Event) (context.Context, trace.Span) {
+	tp, _ := ev.Extensions()[envelope.ExtTraceParent].(string)
+	ts, _ := ev.Extensions()[envelope.ExtTraceState].(string)
+	tenant, _ := ev.Extensions()[envelope.ExtTenantID].(string)
+	return telemetry.Tracer().Start(telemetry.WithTraceParent(ctx, tp, ts), f.params.Name+" "+ev.Type(),
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			attribute.String("aivedio.stage", f.params.Name),
+			attribute.String("cloudevents.event_id", ev.ID()),
+			attribute.String("cloudevents.event_type", ev.Type()),
+			attribute.String("cloudevents.event_subject", ev.Subject()),
+			attribute.String("aivedio.tenant_id", tenant),
+			semconv.MessagingOperationTypeProcess))
 }
 
 // result maps a work or trigger error to the CloudEvents HTTP result the

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"github.com/aivedio/pipeline/shared/config"
 )
@@ -95,6 +96,10 @@ func New(ctx context.Context, cfg config.S3) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load aws configuration: %w", err)
 	}
+	// Every S3 request (each part of a multipart transfer too) is a client
+	// span of the caller's. Wrapped after loading: the SDK adds a custom CA
+	// bundle only to its own client type.
+	awsCfg.HTTPClient = tracedHTTPClient(awsCfg.HTTPClient)
 	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
 		// A GET of a multipart object has only a composite checksum the SDK
 		// cannot verify; it says so on stderr for every download otherwise.
@@ -194,3 +199,20 @@ func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
 	}
 	return keys, nil
 }
+
+// tracedHTTPClient sends the SDK's requests through base in otelhttp's
+// client spans, named "s3 <method>".
+func tracedHTTPClient(base aws.HTTPClient) aws.HTTPClient {
+	return tracedClient{otelhttp.NewTransport(roundTripper(base.Do),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return "s3 " + r.Method }))}
+}
+
+type tracedClient struct{ transport http.RoundTripper }
+
+func (c tracedClient) Do(r *http.Request) (*http.Response, error) { return c.transport.RoundTrip(r) }
+
+// roundTripper makes a Do function a transport: base's own client makes
+// the request, with its dialer, TLS and pool settings.
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -19,6 +19,7 @@ const (
 	ExtCorrelationID = "correlationid"
 	ExtCausationID   = "causationid"
 	ExtTraceParent   = "traceparent" // W3C, distributed-tracing extension
+	ExtTraceState    = "tracestate"  // W3C, distributed-tracing extension
 )
 
 // ceAttribute names, for errors raised while reading a CloudEvent, the
@@ -34,6 +35,8 @@ var ceAttribute = map[string]string{
 	"schema_version": ExtSchemaVersion,
 	"tenant_id":      ExtTenantID,
 	"trace_id":       ExtTraceParent,
+	"traceparent":    ExtTraceParent,
+	"tracestate":     ExtTraceState,
 	"correlation_id": ExtCorrelationID,
 	"causation_id":   ExtCausationID,
 }
@@ -41,9 +44,10 @@ var ceAttribute = map[string]string{
 // ToCloudEvent maps e onto a CloudEvents v1.0 event: id=event_id,
 // type=event_type, source=[Envelope.Source], time=occurred_at,
 // subject=aggregate_id, datacontenttype=application/json, data=payload, and
-// the Ext* extensions. traceparent is "00-<trace_id>-<span>-01" with a span
-// id derived from the event id, so the same envelope always maps to the same
-// event. It validates e first.
+// the Ext* extensions. traceparent is TraceParent, or, when that is empty,
+// "00-<trace_id>-<span>-01" with a span id derived from the event id, so the
+// same envelope always maps to the same event; tracestate is TraceState. It
+// validates e first.
 func (e Envelope) ToCloudEvent() (event.Event, error) {
 	if err := e.Validate(); err != nil {
 		return event.Event{}, err
@@ -67,8 +71,11 @@ func (e Envelope) ToCloudEvent() (event.Event, error) {
 	if e.CausationID != "" {
 		ev.SetExtension(ExtCausationID, e.CausationID)
 	}
-	if e.TraceID != "" {
-		ev.SetExtension(ExtTraceParent, "00-"+e.TraceID+"-"+spanID(e.EventID)+"-01")
+	if tp := e.W3CTraceParent(); tp != "" {
+		ev.SetExtension(ExtTraceParent, tp)
+	}
+	if e.TraceState != "" {
+		ev.SetExtension(ExtTraceState, e.TraceState)
 	}
 	if err := ev.Validate(); err != nil {
 		return event.Event{}, fmt.Errorf("envelope: build cloudevent %s: %w", e.EventID, err)
@@ -140,6 +147,19 @@ func FromCloudEvent(ev event.Event) (Envelope, error) {
 		if traceID, ok = parseTraceParent(traceParent); !ok {
 			return Envelope{}, invalid(ClassBadAttribute, ExtTraceParent, "%s is not a W3C traceparent (00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>)", quote(traceParent))
 		}
+		// A later version's extra fields are not ours to carry on: a
+		// receiver continues the trace as version 00 (W3C Trace Context).
+		traceParent = "00" + traceParent[2:55]
+		if traceParent == derivedTraceParent(traceID, ev.ID()) {
+			traceParent = "" // what ToCloudEvent writes for an envelope without one
+		}
+	}
+	traceState, err := stringExtension(exts, ExtTraceState, "")
+	if err != nil {
+		return Envelope{}, err
+	}
+	if traceParent == "" {
+		traceState = "" // a tracestate means nothing without its own parent
 	}
 	e := Envelope{
 		EventID:       ev.ID(),
@@ -154,6 +174,8 @@ func FromCloudEvent(ev event.Event) (Envelope, error) {
 		CorrelationID: correlationID,
 		CausationID:   causationID,
 		Payload:       compactPayload(ev.Data()),
+		TraceParent:   traceParent,
+		TraceState:    traceState,
 	}
 	if err := e.Validate(); err != nil {
 		if verr, ok := err.(*ValidationError); ok && ceAttribute[verr.Field] != "" {
@@ -214,6 +236,24 @@ func spanID(eventID string) string {
 		sum = 1
 	}
 	return fmt.Sprintf("%016x", sum)
+}
+
+// W3CTraceParent is the traceparent the event carries: TraceParent, or
+// the one derived from the event id; empty without a trace id.
+func (e Envelope) W3CTraceParent() string {
+	switch {
+	case e.TraceParent != "":
+		return e.TraceParent
+	case e.TraceID != "":
+		return derivedTraceParent(e.TraceID, e.EventID)
+	}
+	return ""
+}
+
+// derivedTraceParent is the traceparent of an event whose producer ran no
+// tracer: its span id is a hash of the event id.
+func derivedTraceParent(traceID, eventID string) string {
+	return "00-" + traceID + "-" + spanID(eventID) + "-01"
 }
 
 // parseTraceParent returns the trace id of a W3C traceparent

@@ -80,7 +80,10 @@ func TestRoundTripOverHTTP(t *testing.T) {
 		Payload: map[string]any{"note": "<a&b> ünïcode \u2028", "n": 1.5},
 	})
 	require.NoError(t, err)
-	envelopes := map[string]envelope.Envelope{"full": validEnvelope(), "minimal": minimal, "from New": fresh}
+	traced := validEnvelope()
+	traced.TraceParent = "00-" + testTraceID + "-00f067aa0ba902b7-00"
+	traced.TraceState = "vendor=opaque,other=1"
+	envelopes := map[string]envelope.Envelope{"full": validEnvelope(), "minimal": minimal, "from New": fresh, "traced": traced}
 	modes := map[string]func(context.Context) context.Context{
 		"binary":     binding.WithForceBinary,
 		"structured": binding.WithForceStructured,
@@ -155,7 +158,7 @@ var cloudEventCases = []struct {
 	{"unknown extension", func(ev *event.Event) { ev.SetExtension("tracestate", "vendor=1") }, "", ""},
 	{"schemaversion as string", func(ev *event.Event) { ev.SetExtension("schemaversion", "1") }, "", ""},
 	{"future traceparent version", func(ev *event.Event) {
-		ev.SetExtension("traceparent", "01-"+testTraceID+"-00f067aa0ba902b7-01-what-comes-next")
+		ev.SetExtension("traceparent", "01-"+testTraceID+"-"+derivedSpanID(ev)+"-01-what-comes-next")
 	}, "", ""},
 	{"nil context", func(ev *event.Event) { ev.Context = nil }, envelope.ClassMalformed, ""},
 	{"specversion 0.3", func(ev *event.Event) { ev.SetSpecVersion("0.3") }, envelope.ClassBadAttribute, "specversion"},
@@ -200,6 +203,43 @@ var cloudEventCases = []struct {
 	{"data array", func(ev *event.Event) { ev.DataEncoded = []byte(`[1,2]`) }, envelope.ClassBadAttribute, "data"},
 	{"data not json", func(ev *event.Event) { ev.DataEncoded = []byte(`{nope`) }, envelope.ClassMalformed, "data"},
 	{"data too large", func(ev *event.Event) { ev.DataEncoded = []byte(bigPayload) }, envelope.ClassPayloadTooLarge, "data"},
+}
+
+// derivedSpanID is the parent id ToCloudEvent wrote into ev's traceparent
+// for an envelope without a TraceParent.
+func derivedSpanID(ev *event.Event) string {
+	return strings.Split(ev.Extensions()["traceparent"].(string), "-")[2]
+}
+
+// TestTraceContext: a producer's own span travels as the traceparent and
+// tracestate extensions (over HTTP: TestRoundTripOverHTTP); a later traceparent version continues as 00; a traceparent of another
+// trace than trace_id, or a tracestate without a parent, is refused.
+func TestTraceContext(t *testing.T) {
+	t.Parallel()
+	e := validEnvelope()
+	e.TraceParent = "00-" + testTraceID + "-00f067aa0ba902b7-00"
+	e.TraceState = "vendor=opaque,other=1"
+	ev, err := e.ToCloudEvent()
+	require.NoError(t, err)
+	require.Equal(t, e.TraceParent, ev.Extensions()["traceparent"])
+	require.Equal(t, e.TraceState, ev.Extensions()["tracestate"])
+	got, err := envelope.FromCloudEvent(ev)
+	require.NoError(t, err)
+	require.Equal(t, e, got)
+
+	ev.SetExtension("traceparent", "01-"+testTraceID+"-00f067aa0ba902b7-00-more")
+	got, err = envelope.FromCloudEvent(ev)
+	require.NoError(t, err)
+	require.Equal(t, "00-"+testTraceID+"-00f067aa0ba902b7-00", got.TraceParent)
+
+	other := e
+	other.TraceParent = "00-" + strings.Repeat("ab", 16) + "-00f067aa0ba902b7-01"
+	requireInvalid(t, other.Validate(), envelope.ClassBadAttribute, "traceparent")
+	orphan := validEnvelope()
+	orphan.TraceState = "vendor=1"
+	requireInvalid(t, orphan.Validate(), envelope.ClassBadAttribute, "tracestate")
+	_, err = orphan.ToCloudEvent()
+	requireInvalid(t, err, envelope.ClassBadAttribute, "tracestate")
 }
 
 func TestFromCloudEvent(t *testing.T) {

@@ -95,10 +95,10 @@
 //	datacontenttype = application/json
 //	data            = payload
 //	tenantid, aggregatetype, schemaversion (integer), correlationid, causationid
-//	traceparent     = 00-<trace_id>-<span id derived from event_id>-01
+//	traceparent     = traceparent, or 00-<trace_id>-<span id derived from event_id>-01
+//	tracestate      = tracestate
 //
 // [Envelope.ToCloudEvent] builds the event; send it with sdk-go's HTTP
 // binding in binary mode (the default) or structured mode. [FromCloudEvent]
-// accepts either, ignores extensions it does not know (tracestate, Knative's
-// own), and reports errors against the CloudEvents attribute names.
+// accepts either, ignores extensions it does not know (Knative's own), and reports errors against the CloudEvents attribute names.
 package envelope

@@ -65,6 +65,14 @@ type Envelope struct {
 	CorrelationID string          `json:"correlation_id,omitempty"` // shared by every event of one request
 	CausationID   string          `json:"causation_id,omitempty"`   // usually the event_id that caused this one
 	Payload       json.RawMessage `json:"payload"`                  // a JSON object, max 64 KiB
+
+	// TraceParent is the W3C traceparent of the span that produced the
+	// event, "00-<trace_id>-<span id>-<flags>": the parent of whoever
+	// handles it. Empty means the one derived from the event id (see
+	// [Envelope.ToCloudEvent]), for producers that run no tracer.
+	TraceParent string `json:"traceparent,omitempty"`
+	// TraceState is the W3C tracestate beside TraceParent; optional.
+	TraceState string `json:"tracestate,omitempty"`
 }
 
 // NewParams are the inputs of [New]. EventID, SchemaVersion and OccurredAt

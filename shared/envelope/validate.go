@@ -30,6 +30,9 @@ const (
 //     are 1 to 256 printable ASCII characters other than space, '"' and '%',
 //     which every CloudEvents binding carries unescaped ([ClassBadID]);
 //   - trace_id, when set, is 32 lower-case hex digits, not all zero;
+//   - traceparent, when set, is a W3C traceparent of trace_id, which it
+//     requires; tracestate, when set, needs traceparent and is at most 512
+//     printable ASCII characters;
 //   - payload is a JSON object of at most [MaxPayloadBytes].
 //
 // A missing required field is [ClassMissingField], except tenant_id, which
@@ -89,6 +92,9 @@ func (e Envelope) Validate() error {
 	}
 	if e.TraceID != "" && !isTraceID(e.TraceID) {
 		return invalid(ClassBadAttribute, "trace_id", "%s is not a W3C trace id (32 lower-case hex digits, not all zero)", quote(e.TraceID))
+	}
+	if err := e.validateTraceContext(); err != nil {
+		return err
 	}
 	return validatePayload(e.Payload)
 }
@@ -173,6 +179,40 @@ func isTraceID(s string) bool {
 func isLowerHex(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// validateTraceContext checks TraceParent and TraceState against TraceID.
+func (e Envelope) validateTraceContext() error {
+	if e.TraceParent != "" {
+		traceID, ok := parseTraceParent(e.TraceParent)
+		switch {
+		case !ok:
+			return invalid(ClassBadAttribute, "traceparent", "%s is not a W3C traceparent (00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>)", quote(e.TraceParent))
+		case traceID != e.TraceID:
+			return invalid(ClassBadAttribute, "traceparent", "%s belongs to trace %s, not to the event's trace_id %s", quote(e.TraceParent), traceID, quote(e.TraceID))
+		}
+	}
+	if e.TraceState != "" {
+		switch {
+		case e.TraceParent == "":
+			return invalid(ClassBadAttribute, "tracestate", "is set without a traceparent")
+		case len(e.TraceState) > maxTraceStateLen || !isPrintableASCII(e.TraceState):
+			return invalid(ClassBadAttribute, "tracestate", "is not at most %d printable ASCII characters", maxTraceStateLen)
+		}
+	}
+	return nil
+}
+
+// maxTraceStateLen is the W3C limit a vendor may rely on.
+const maxTraceStateLen = 512
+
+func isPrintableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
 			return false
 		}
 	}

@@ -6,9 +6,12 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/pg"
+	"github.com/aivedio/pipeline/shared/telemetry"
 )
 
 // Result is what a [Func] reports about its effect. It is stored in
@@ -56,15 +59,23 @@ type TxBeginner = pg.DB
 // [Outcome.Duplicate]): acknowledge it. Otherwise nothing was recorded; fn's
 // own error is returned unchanged. See the package documentation for the
 // guarantees and the error classes.
+//
+// The transaction runs in a span "inbox <consumer>" that records whether
+// the event was a duplicate and what fn reported.
 func Do(ctx context.Context, db TxBeginner, consumer string, ev envelope.Envelope, fn Func) (Outcome, error) {
 	e, err := newEntry(consumer, ev)
 	if err != nil {
 		return Outcome{}, err
 	}
+	ctx, span := telemetry.Tracer().Start(ctx, "inbox "+consumer, trace.WithAttributes(
+		attribute.String("aivedio.consumer_group", consumer), attribute.String("cloudevents.event_id", ev.EventID)))
+	defer span.End()
 	out, err := retry(ctx, func() (Outcome, error) { return e.do(ctx, db, fn) })
 	if err == nil {
 		observe(consumer, ev, out)
+		span.SetAttributes(attribute.Bool("aivedio.inbox_duplicate", out.Duplicate), attribute.String("aivedio.inbox_result", string(out.Result)))
 	}
+	telemetry.SpanError(span, err)
 	return out, err
 }
 

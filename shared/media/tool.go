@@ -8,7 +8,11 @@ import (
 	"os/exec"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/telemetry"
 )
 
 // Deadlines applied when the caller's context has none. A caller with a
@@ -54,17 +58,24 @@ func withDefaultDeadline(ctx context.Context, d time.Duration) (context.Context,
 // (discarded when nil) and the tail of stderr kept for the error. When ctx
 // ends first the process is killed and the error wraps ctx's error (and its
 // cause, if different). The child's CPU time is counted whatever the outcome.
-func run(ctx context.Context, name, op, bin string, src source, args []string, w io.Writer) error {
+func run(ctx context.Context, name, op, bin string, src source, args []string, w io.Writer) (err error) {
 	if err := ctx.Err(); err != nil {
 		return ctxError(ctx, name)
 	}
+	ctx, span := telemetry.Tracer().Start(ctx, name+" "+op, trace.WithAttributes(
+		attribute.String("process.executable.name", name), attribute.String("aivedio.media_operation", op)))
+	defer func() { telemetry.SpanError(span, err); span.End() }()
 	stderr := newTailBuffer(StderrTail)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stdout = w
 	cmd.Stderr = stderr
 	cmd.WaitDelay = waitDelay
-	err := cmd.Run()
+	err = cmd.Run()
 	countCPU(name, op, cmd.ProcessState)
+	if ps := cmd.ProcessState; ps != nil {
+		span.SetAttributes(attribute.Int("process.exit.code", ps.ExitCode()),
+			attribute.Float64("aivedio.cpu_seconds", (ps.UserTime()+ps.SystemTime()).Seconds()))
+	}
 	if err == nil {
 		return nil
 	}

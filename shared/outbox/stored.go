@@ -16,7 +16,7 @@ import (
 // column should select the ids in a subquery (WHERE event_id IN (...)).
 const Columns = "event_id, event_type, schema_version, producer, topic, tag, message_group, deliver_at, " +
 	"aggregate_type, aggregate_id, tenant_id, trace_id, correlation_id, causation_id, payload, occurred_at, " +
-	"publish_attempts, created_at"
+	"trace_parent, trace_state, publish_attempts, created_at"
 
 // Stored is an event read back from outbox_events.
 type Stored struct {
@@ -43,19 +43,21 @@ func ScanStored(row pgx.CollectableRow) (Stored, error) {
 		topic                string
 		group, trace         *string
 		corr, caus           *string
+		parent, state        *string
 		deliverAt            *time.Time
 		payload              []byte
 		schemaVersion, tries int32
 	)
 	err := row.Scan(&env.EventID, &env.EventType, &schemaVersion, &env.Producer, &topic, &s.Tag, &group, &deliverAt,
 		&env.AggregateType, &env.AggregateID, &env.TenantID, &trace, &corr, &caus, &payload, &env.OccurredAt,
-		&tries, &s.CreatedAt)
+		&parent, &state, &tries, &s.CreatedAt)
 	if err != nil {
 		return Stored{}, fmt.Errorf("scan outbox row: %w", err)
 	}
 	env.SchemaVersion = int(schemaVersion)
 	env.OccurredAt = env.OccurredAt.UTC()
 	env.TraceID, env.CorrelationID, env.CausationID = deref(trace), deref(corr), deref(caus)
+	env.TraceParent, env.TraceState = deref(parent), deref(state)
 	// jsonb prints "{"a": 1}"; the envelope's normal form is what
 	// encoding/json writes: compact, HTML-escaped.
 	compact, err := json.Marshal(json.RawMessage(payload))

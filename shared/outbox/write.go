@@ -12,6 +12,9 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/telemetry"
 )
 
 // ErrDuplicateEvent reports an event id that is already in outbox_events, or
@@ -29,10 +32,11 @@ var ErrDuplicateEvent = errors.New("duplicate outbox event")
 // usual one to three events; pgx prepares it once per row count and
 // connection.
 const insertColumns = "event_id, event_type, schema_version, producer, topic, tag, message_group, deliver_at, " +
-	"aggregate_type, aggregate_id, tenant_id, trace_id, correlation_id, causation_id, payload, occurred_at"
+	"aggregate_type, aggregate_id, tenant_id, trace_id, correlation_id, causation_id, payload, occurred_at, " +
+	"trace_parent, trace_state"
 
 const (
-	paramsPerRow = 16
+	paramsPerRow = 18
 	// maxRowsPerStatement keeps a statement well under PostgreSQL's 65535
 	// parameters; a larger call sends several statements in one batch.
 	maxRowsPerStatement = 1000
@@ -48,6 +52,10 @@ const (
 // event id already stored fails with [ErrDuplicateEvent]; PostgreSQL has then
 // aborted tx and the caller must roll it back, as after any other database
 // error. Writing no events is a no-op.
+//
+// An event without a TraceParent gets ctx's span as its parent when that
+// span belongs to the event's trace, or the event has none yet: so the
+// handler of the event is a child of the span that wrote it.
 func Write(ctx context.Context, tx pgx.Tx, events ...Event) error {
 	if len(events) == 0 {
 		return nil
@@ -55,7 +63,9 @@ func Write(ctx context.Context, tx pgx.Tx, events ...Event) error {
 	now := time.Now()
 	args := make([]any, 0, len(events)*paramsPerRow)
 	seen := make(map[uuid.UUID]int, len(events))
+	traceParent, traceState := telemetry.TraceParent(ctx)
 	for i, e := range events {
+		e.Envelope = withTraceParent(e.Envelope, traceParent, traceState)
 		r, err := e.check(i, now)
 		if err != nil {
 			return err
@@ -121,7 +131,21 @@ func appendArgs(args []any, e Event, r row) []any {
 	return append(args,
 		r.eventID, env.EventType, int32(env.SchemaVersion), env.Producer, e.Topic.Name, r.tag, nullable(e.MessageGroup), deliverAt,
 		env.AggregateType, env.AggregateID, r.tenantID, nullable(env.TraceID), nullable(env.CorrelationID), nullable(env.CausationID),
-		string(env.Payload), env.OccurredAt)
+		string(env.Payload), env.OccurredAt, nullable(env.TraceParent), nullable(env.TraceState))
+}
+
+// withTraceParent makes the span of traceparent env's parent, unless env
+// has one or belongs to another trace.
+func withTraceParent(env envelope.Envelope, traceparent, tracestate string) envelope.Envelope {
+	if traceparent == "" || env.TraceParent != "" {
+		return env
+	}
+	traceID := traceparent[3:35] // Inject writes version 00
+	if env.TraceID != "" && env.TraceID != traceID {
+		return env
+	}
+	env.TraceID, env.TraceParent, env.TraceState = traceID, traceparent, tracestate
+	return env
 }
 
 func nullable(s string) any {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/dbtest"
@@ -300,4 +301,52 @@ func TestCreatedAtFollowsInsertOrder(t *testing.T) {
 	order, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	require.Equal(t, []string{first.Envelope.EventID, second.Envelope.EventID}, order)
+}
+
+// TestWriteKeepsTheWritingSpan: an event written under a span of its own
+// trace, or with no trace yet, stores that span as its traceparent (the
+// parent of its handler's span); an event of another trace, or one that
+// names its parent already, is stored as it came.
+func TestWriteKeepsTheWritingSpan(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const spanTrace = "0af7651916cd43dd8448eb211c80319c"
+	span := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: mustTraceID(t, spanTrace), SpanID: trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8}, TraceFlags: trace.FlagsSampled,
+	})
+	ctx := trace.ContextWithSpanContext(t.Context(), span)
+	wantParent := "00-" + spanTrace + "-0102030405060708-01"
+
+	untraced := normalEvent(t)
+	untraced.Envelope.TraceID = ""
+	sameTrace := normalEvent(t)
+	sameTrace.Envelope.TraceID = spanTrace
+	otherTrace := normalEvent(t) // newEnvelope's trace id
+	named := normalEvent(t)
+	named.Envelope.TraceID, named.Envelope.TraceParent = spanTrace, "00-"+spanTrace+"-00f067aa0ba902b7-00"
+	require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		return outbox.Write(ctx, tx, untraced, sameTrace, otherTrace, named)
+	}))
+
+	byID := map[string]envelope.Envelope{}
+	for _, s := range readAll(t, b.pool) {
+		byID[s.Envelope.EventID] = s.Envelope
+	}
+	for _, e := range []outbox.Event{untraced, sameTrace} {
+		got := byID[e.Envelope.EventID]
+		require.Equal(t, spanTrace, got.TraceID)
+		require.Equal(t, wantParent, got.TraceParent)
+		ev, err := got.ToCloudEvent()
+		require.NoError(t, err)
+		require.Equal(t, wantParent, ev.Extensions()[envelope.ExtTraceParent], "the handler's parent is the writing span")
+	}
+	require.Equal(t, otherTrace.Envelope, byID[otherTrace.Envelope.EventID], "another trace's event is left alone")
+	require.Equal(t, named.Envelope, byID[named.Envelope.EventID], "a named parent is kept")
+}
+
+func mustTraceID(t *testing.T, s string) trace.TraceID {
+	t.Helper()
+	id, err := trace.TraceIDFromHex(s)
+	require.NoError(t, err)
+	return id
 }

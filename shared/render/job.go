@@ -8,8 +8,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aivedio/pipeline/shared/pg"
+	"github.com/aivedio/pipeline/shared/telemetry"
 )
 
 // Status is render_jobs.status.
@@ -102,12 +105,13 @@ type New struct {
 // false and writes nothing; a different request hash is
 // [ErrIdempotencyConflict].
 func Create(ctx context.Context, tx pgx.Tx, n New) (j Job, created bool, err error) {
+	traceParent, _ := telemetry.TraceParent(ctx) // what a reconciler re-drive continues
 	j, err = scanJob(tx.QueryRow(ctx, `INSERT INTO render_jobs
-		(tenant_id, project_revision_id, render_spec_id, profile, render_key, duration_us, priority, client_idempotency_key, request_hash)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		(tenant_id, project_revision_id, render_spec_id, profile, render_key, duration_us, priority, client_idempotency_key, request_hash, trace_parent)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''))
 		ON CONFLICT (tenant_id, client_idempotency_key) DO NOTHING
 		RETURNING `+jobColumns,
-		n.TenantID, n.RevisionID, n.SpecID, n.Profile, n.Key, n.DurationUS, n.Priority, n.IdempotencyKey, n.RequestHash))
+		n.TenantID, n.RevisionID, n.SpecID, n.Profile, n.Key, n.DurationUS, n.Priority, n.IdempotencyKey, n.RequestHash, traceParent))
 	if errors.Is(err, ErrNotFound) {
 		existing, err := scanJob(tx.QueryRow(ctx, `SELECT `+jobColumns+` FROM render_jobs
 			WHERE tenant_id = $1 AND client_idempotency_key = $2`, n.TenantID, n.IdempotencyKey))
@@ -244,4 +248,17 @@ func Touch(ctx context.Context, q pg.Querier, tenantID uuid.UUID, key string, ex
 		return fmt.Errorf("touch renders of the same content: %w", err)
 	}
 	return nil
+}
+
+// ContinueTrace starts a span named name in the trace of the request that
+// created render id, linked to ctx's span, for work that arrives without
+// it (a reconciler re-ask): see telemetry.StartContinued. End the span
+// when the work is done.
+func ContinueTrace(ctx context.Context, db pg.DB, id uuid.UUID, name string) (context.Context, trace.Span, error) {
+	var tp string
+	if err := db.QueryRow(ctx, `SELECT coalesce(trace_parent, '') FROM render_jobs WHERE render_job_id = $1`, id).Scan(&tp); err != nil {
+		return ctx, trace.SpanFromContext(context.Background()), fmt.Errorf("read trace of render %s: %w", id, err)
+	}
+	ctx, span := telemetry.StartContinued(ctx, tp, name, attribute.String("aivedio.render_id", id.String()))
+	return ctx, span, nil
 }

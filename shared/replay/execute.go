@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
@@ -14,6 +16,7 @@ import (
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/preview"
 	"github.com/aivedio/pipeline/shared/quarantine"
+	"github.com/aivedio/pipeline/shared/telemetry"
 )
 
 // Producer is the envelope producer of every replay: CloudEvents source
@@ -89,6 +92,8 @@ func (desk *Desk) Execute(ctx context.Context, approvalID uuid.UUID, operator st
 		if err != nil {
 			return err
 		}
+		ctx, span := replaySpan(ctx, in.env, &ev)
+		defer span.End()
 		if err := outbox.Write(ctx, tx, ev); err != nil {
 			return fmt.Errorf("write replay of %s: %w", in.env.EventID, err)
 		}
@@ -124,6 +129,22 @@ func (desk *Desk) Execute(ctx context.Context, approvalID uuid.UUID, operator st
 		countStep(metricExecuted)
 	}
 	return x, refused
+}
+
+// replaySpan starts the span of a replay's execution under ctx's (the
+// operator's request), linked to the span that produced the original
+// event. When a tracer runs, the replayed event belongs to the
+// replay's trace rather than to the original's, which may have ended days
+// ago; the link leads from one to the other.
+func replaySpan(ctx context.Context, orig envelope.Envelope, ev *outbox.Event) (context.Context, trace.Span) {
+	link := trace.LinkFromContext(telemetry.WithTraceParent(context.Background(), orig.W3CTraceParent(), orig.TraceState),
+		attribute.String("cloudevents.event_id", orig.EventID))
+	ctx, span := telemetry.Tracer().Start(ctx, "replay "+orig.EventType, trace.WithLinks(link),
+		trace.WithAttributes(attribute.String("aivedio.replayed_event_id", orig.EventID)))
+	if span.SpanContext().IsValid() && span.SpanContext().TraceID().String() != orig.TraceID {
+		ev.Envelope.TraceID, ev.Envelope.TraceParent, ev.Envelope.TraceState = "", "", ""
+	}
+	return ctx, span
 }
 
 // replayEvent is the outbox event of a replay: the original envelope with

@@ -1,6 +1,15 @@
 // Package telemetry gives every binary the same operational surface: a
-// logger, a Prometheus registry, and an HTTP server with /healthz (the
-// process runs), /readyz (it can do its work) and /metrics.
+// logger, a Prometheus registry, an HTTP server with /healthz (the process
+// runs), /readyz (it can do its work) and /metrics, and OpenTelemetry
+// tracing configured by the standard OTEL_* variables ([SetupTracing]).
+//
+// One generation, or one render, is one trace: the API request's span is
+// stored with each event it writes (the outbox's trace_parent), the relay
+// publishes in a child span and puts that span on the message as the
+// CloudEvents traceparent and tracestate extensions, the source adapter
+// receives and delivers in children of it, and the stage's span, a child
+// of the delivery, is the parent of the inbox transaction, provider and S3
+// calls, ffmpeg runs and the events the stage writes.
 package telemetry
 
 import (

@@ -71,6 +71,11 @@ func run(ctx context.Context) (err error) {
 		}
 		logger.InfoContext(ctx, "api stopped")
 	}()
+	tracing, err := telemetry.SetupTracing(ctx, "aivedio-api")
+	if err != nil {
+		return err
+	}
+	defer tracing.Close()
 
 	pool, err := openPool(ctx, cfg.Postgres)
 	if err != nil {

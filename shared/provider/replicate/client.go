@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
 	"github.com/aivedio/pipeline/shared/provider"
 )
 
@@ -122,7 +124,10 @@ func New(cfg Config) (*Client, error) {
 		c.trustedHosts = []string{"replicate.delivery"}
 	}
 	if c.http == nil {
-		c.http = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		// Traced: every call is a client span of the stage's, and carries
+		// the traceparent header.
+		c.http = &http.Client{Transport: otelhttp.NewTransport(http.DefaultTransport.(*http.Transport).Clone(),
+			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return "replicate " + r.Method }))}
 	}
 	if c.input == nil {
 		c.input = DefaultInput
