@@ -49,6 +49,17 @@ func serve(ctx context.Context, ops config.Ops, reg *prometheus.Registry, ready 
 	return g.Wait()
 }
 
+// readyWith is an adapter's /readyz: it does its work only while both
+// PostgreSQL and the RocketMQ proxy answer.
+func readyWith(pool *pgxpool.Pool, mqCfg config.RocketMQ) telemetry.ReadyFunc {
+	return func(ctx context.Context) error {
+		if err := pool.Ping(ctx); err != nil {
+			return fmt.Errorf("postgresql: %w", err)
+		}
+		return rocketmq.Reachable(ctx, mqCfg)
+	}
+}
+
 // logStopped is deferred by each long-running command as soon as it has a
 // logger, so that it runs after every close deferred later: its line says
 // the process let go of everything and is exiting. Without it a clean stop
@@ -107,7 +118,7 @@ func runRelay(ctx context.Context, args []string) (err error) {
 		Logger: logger.With(slog.String("component", "relay")), Metrics: relay.NewMetrics(reg),
 	})
 	logger.InfoContext(ctx, "relay started", slog.String("owner", owner))
-	return serve(ctx, cfg.Ops, reg, pool.Ping, r.Run)
+	return serve(ctx, cfg.Ops, reg, readyWith(pool, cfg.RocketMQ), r.Run)
 }
 
 func runSource(ctx context.Context, args []string) (err error) {
@@ -159,7 +170,7 @@ func runSource(ctx context.Context, args []string) (err error) {
 		Logger:         logger, Metrics: source.NewMetrics(reg),
 	})
 	logger.InfoContext(ctx, "source started", slog.String("consumer_group", group.Name), slog.String("sink", cfg.SinkURL))
-	return serve(ctx, cfg.Ops, reg, pool.Ping, s.Run)
+	return serve(ctx, cfg.Ops, reg, readyWith(pool, cfg.RocketMQ), s.Run)
 }
 
 // openConsumers opens the group's consumers on the proxy.
@@ -204,7 +215,7 @@ func runDrain(ctx context.Context, args []string) (err error) {
 	})
 	defer func() { _ = d.Close() }()
 	logger.InfoContext(ctx, "dlq drain started", slog.String("consumer_group", group.Name), slog.String("dlq_topic", group.DLQTopic()))
-	return serve(ctx, cfg.Ops, reg, pool.Ping, d.Run)
+	return serve(ctx, cfg.Ops, reg, readyWith(pool, cfg.RocketMQ), d.Run)
 }
 
 // parseGroup parses args with fs plus a --group flag naming a catalog group.

@@ -27,7 +27,7 @@ import (
 	"github.com/aivedio/pipeline/shared/telemetry"
 )
 
-// TestOneTracePerGenerationOnRealBroker: with an in-memory exporter, one
+// TestRealBrokerOneTracePerGenerationAndRender: with an in-memory exporter, one
 // generation, and then one render of its output, over the real RocketMQ
 // proxy is each one connected trace, from the
 // API's POST /v1/generations span to the settle and notify stages: every
@@ -35,7 +35,7 @@ import (
 // delivery, stage, inbox transaction) is the child of the one before it,
 // and the provider's callback, which arrives without our trace, continues
 // the task's. Not parallel: the tracer provider is process-wide.
-func TestOneTracePerGenerationOnRealBroker(t *testing.T) {
+func TestRealBrokerOneTracePerGenerationAndRender(t *testing.T) {
 	realServices(t)
 	t.Setenv("ROCKETMQ_ENDPOINT", servicetest.Env(t, "RocketMQ", "ROCKETMQ_ENDPOINT"))
 	spans := tracetest.NewInMemoryExporter()

@@ -10,7 +10,7 @@ import (
 type Metrics struct {
 	published *prometheus.CounterVec
 	failures  *prometheus.CounterVec
-	latency   prometheus.Histogram
+	latency   *prometheus.HistogramVec
 	pending   prometheus.Gauge
 	oldest    prometheus.Gauge
 }
@@ -25,13 +25,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"topic"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aivedio_relay_publish_failures_total",
-			Help: "Failed publishes, by topic; the row is retried with backoff.",
-		}, []string{"topic"}),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Help: "Failed publishes, by topic and error code (timeout, unauthenticated, forbidden, invalid_row, publish_failed); the row is retried with backoff.",
+		}, []string{"topic", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "aivedio_relay_publish_duration_seconds",
-			Help:    "Duration of one synchronous publish.",
+			Help:    "Duration of one synchronous publish, by topic, successful or not: its quantiles are the producer's send latency.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
-		}),
+		}, []string{"topic"}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "aivedio_outbox_unpublished",
 			Help: "Outbox rows not yet published.",
@@ -48,9 +48,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 func (m *Metrics) observe(topic string, d time.Duration, err error) {
-	m.latency.Observe(d.Seconds())
+	m.latency.WithLabelValues(topic).Observe(d.Seconds())
 	if err != nil {
-		m.failures.WithLabelValues(topic).Inc()
+		m.failures.WithLabelValues(topic, errorCode(err)).Inc()
 		return
 	}
 	m.published.WithLabelValues(topic).Inc()

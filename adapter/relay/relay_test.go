@@ -2,12 +2,14 @@ package relay_test
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aivedio/pipeline/adapter/mq"
@@ -184,4 +186,68 @@ func TestFIFOGroupWaitsForItsHead(t *testing.T) {
 	for i, m := range got {
 		require.Equal(t, groupA[i].Envelope.EventID, m.Keys[0], "task A in the order written")
 	}
+}
+
+// TestPublishMetrics: the producer's sends are counted by topic, its
+// failures by topic and error code, and every send, failed or not, is
+// timed by topic, so the send latency's quantiles can be read.
+func TestPublishMetrics(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	reg := prometheus.NewRegistry()
+	r := relay.New(relay.Params{Pool: b.pool, Producer: b.broker.Producer(), Owner: "metrics", Batch: 8,
+		BackoffBase: time.Millisecond, BackoffMax: time.Millisecond, Metrics: relay.NewMetrics(reg)})
+	b.broker.SetDown(true)
+	b.write(t, event(t, catalog.GenerationSubmit, "m", "", time.Time{}))
+	_, err := r.RunOnce(ctx)
+	require.NoError(t, err)
+	b.broker.SetDown(false)
+	for range 3 {
+		b.write(t, event(t, catalog.GenerationSubmit, "m", "", time.Time{}))
+	}
+	require.Eventually(t, func() bool {
+		_, err := r.RunOnce(ctx)
+		require.NoError(t, err)
+		count, _, err := outbox.Pending(ctx, b.pool)
+		require.NoError(t, err)
+		return count == 0
+	}, 5*time.Second, 5*time.Millisecond)
+
+	topic := catalog.GenerationSubmit.Name
+	require.Equal(t, 4.0, counter(t, reg, "aivedio_relay_published_total", map[string]string{"topic": topic}))
+	require.Equal(t, 1.0, counter(t, reg, "aivedio_relay_publish_failures_total", map[string]string{"topic": topic, "code": "publish_failed"}))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() == "aivedio_relay_publish_duration_seconds" {
+			h := f.GetMetric()[0].GetHistogram()
+			require.Equal(t, uint64(5), h.GetSampleCount(), "every send is timed, the failed one too")
+			require.Equal(t, topic, f.GetMetric()[0].GetLabel()[0].GetValue())
+			return
+		}
+	}
+	t.Fatal("no aivedio_relay_publish_duration_seconds")
+}
+
+// counter is the value of name's sample with exactly labels; -1 without one.
+func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				got[lp.GetName()] = lp.GetValue()
+			}
+			if maps.Equal(got, labels) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return -1
 }

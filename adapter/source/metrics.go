@@ -7,6 +7,8 @@ type Metrics struct {
 	deliveries  *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	inFlight    *prometheus.GaugeVec
+	buffered    *prometheus.GaugeVec
+	bufferedB   *prometheus.GaugeVec
 	quarantined *prometheus.CounterVec
 	lateness    *prometheus.HistogramVec // process-wide: see WakeupLateness
 }
@@ -29,6 +31,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "aivedio_adapter_in_flight",
 			Help: "Messages being delivered now.",
 		}, []string{"consumer_group"}),
+		buffered: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "aivedio_adapter_buffered_messages",
+			Help: "Messages received from the broker and not settled yet: being delivered, or waiting behind an earlier message of their FIFO group.",
+		}, []string{"consumer_group"}),
+		bufferedB: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "aivedio_adapter_buffered_bytes",
+			Help: "Body bytes of aivedio_adapter_buffered_messages.",
+		}, []string{"consumer_group"}),
 		quarantined: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aivedio_adapter_quarantined_total",
 			Help: "Messages written to message_quarantine, by consumer group and error code.",
@@ -36,7 +46,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		lateness: wakeupLateness,
 	}
 	if reg != nil {
-		reg.MustRegister(m.deliveries, m.latency, m.inFlight, m.quarantined, m.lateness)
+		reg.MustRegister(m.deliveries, m.latency, m.inFlight, m.buffered, m.bufferedB, m.quarantined, m.lateness)
 	}
 	return m
 }

@@ -193,12 +193,14 @@ func (s *Source) receiveLoop(ctx, receiving, work context.Context, c mq.Consumer
 		}
 		batch, err := c.Receive(receiving, taken, s.p.Invisible)
 		observeLateness(s.late, batch, time.Now())
+		s.hold(batch...)
 		for range taken - len(batch) {
 			<-slots
 		}
 		if ctx.Err() != nil {
 			for _, msg := range batch {
 				s.giveBack(c, msg)
+				s.release(msg)
 				<-slots
 			}
 			return
@@ -251,16 +253,33 @@ func chains(batch []*mq.Received) [][]*mq.Received {
 func (s *Source) handleChain(ctx context.Context, c mq.Consumer, chain []*mq.Received, slots chan struct{}) {
 	for i, msg := range chain {
 		result := s.handle(ctx, c, msg)
+		s.release(msg)
 		<-slots
 		if result == resultAcked || result == resultQuarantined {
 			continue
 		}
 		for _, rest := range chain[i+1:] {
 			s.handBack(ctx, c, msg, rest)
+			s.release(rest)
 			<-slots
 		}
 		return
 	}
+}
+
+// hold counts received messages as buffered in the adapter until
+// [Source.release]: the client-side buffer of seed 7.13.5.
+func (s *Source) hold(msgs ...*mq.Received) {
+	for _, msg := range msgs {
+		s.p.Metrics.buffered.WithLabelValues(s.p.Group.Name).Inc()
+		s.p.Metrics.bufferedB.WithLabelValues(s.p.Group.Name).Add(float64(len(msg.Body)))
+	}
+}
+
+// release counts a message settled, handed back or given back.
+func (s *Source) release(msg *mq.Received) {
+	s.p.Metrics.buffered.WithLabelValues(s.p.Group.Name).Dec()
+	s.p.Metrics.bufferedB.WithLabelValues(s.p.Group.Name).Sub(float64(len(msg.Body)))
 }
 
 // handBack returns a message unhandled because the one before it in its

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aivedio/pipeline/adapter/cerocketmq"
@@ -412,4 +413,39 @@ func TestPoisonDoesNotBlockAFIFOGroup(t *testing.T) {
 	}
 	require.Equal(t, wantA, gotA, "task A goes on after its poisoned head, in order")
 	require.Equal(t, wantB, gotB)
+}
+
+// TestBufferedMessagesAndBytes: messages the adapter received and has not
+// settled are its client-side buffer, counted in messages and body bytes
+// until they are acknowledged.
+func TestBufferedMessagesAndBytes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	reg := prometheus.NewRegistry()
+	release := make(chan struct{})
+	d := newRecorder(func(context.Context, event.Event, int) error { <-release; return nil })
+	var bytes float64
+	for range 3 {
+		ev := validEvent(t)
+		bytes += float64(len(ev.Data()))
+		b.send(t, ev)
+	}
+	b.run(t, d, func(p *source.Params) { p.Metrics = source.NewMetrics(reg) })
+	buffered := func(name string) float64 {
+		families, err := reg.Gather()
+		require.NoError(t, err)
+		for _, f := range families {
+			if f.GetName() == name {
+				return f.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		return -1
+	}
+	require.Eventually(t, func() bool { return buffered("aivedio_adapter_buffered_messages") == 3 }, 5*time.Second, 5*time.Millisecond)
+	require.Equal(t, bytes, buffered("aivedio_adapter_buffered_bytes"))
+	close(release)
+	require.Eventually(t, func() bool {
+		return buffered("aivedio_adapter_buffered_messages") == 0 && buffered("aivedio_adapter_buffered_bytes") == 0
+	}, 5*time.Second, 5*time.Millisecond)
+	b.requireSettled(t)
 }

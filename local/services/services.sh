@@ -30,11 +30,13 @@ NAMESRV_PORT=${AIVEDIO_NAMESRV_PORT:-59876}
 PROXY_GRPC_PORT=${AIVEDIO_PROXY_GRPC_PORT:-58081}
 PROXY_REMOTING_PORT=${AIVEDIO_PROXY_REMOTING_PORT:-58080}
 BROKER_PORT=${AIVEDIO_BROKER_PORT:-50911}
+BROKER_METRICS_PORT=${AIVEDIO_BROKER_METRICS_PORT:-55557}
 S3_PORT=${AIVEDIO_S3_PORT:-57070}
 ACL_NAMESRV_PORT=${AIVEDIO_ACL_NAMESRV_PORT:-59886}
 ACL_PROXY_GRPC_PORT=${AIVEDIO_ACL_PROXY_GRPC_PORT:-58181}
 ACL_PROXY_REMOTING_PORT=${AIVEDIO_ACL_PROXY_REMOTING_PORT:-58180}
 ACL_BROKER_PORT=${AIVEDIO_ACL_BROKER_PORT:-50931}
+ACL_BROKER_METRICS_PORT=${AIVEDIO_ACL_BROKER_METRICS_PORT:-55567}
 # The ACL cluster's super user, made by its broker on first start.
 ACL_ADMIN_USER=aivedio-admin
 ACL_ADMIN_PASSWORD=aivedio-acl-admin-secret
@@ -181,8 +183,8 @@ EOF
 	touch "$ROCKETMQ_LIB/.complete"
 }
 
-write_rocketmq_config() { # home cluster broker namesrv-port broker-port grpc-port remoting-port [acl]
-	local home=$1 cluster=$2 broker=$3 namesrv=$4 broker_port=$5 grpc=$6 remoting=$7 acl=${8:-}
+write_rocketmq_config() { # home cluster broker namesrv-port broker-port grpc-port remoting-port metrics-port [acl]
+	local home=$1 cluster=$2 broker=$3 namesrv=$4 broker_port=$5 grpc=$6 remoting=$7 metrics=$8 acl=${9:-}
 	mkdir -p "$home/conf" "$home/store"
 	cat >"$home/conf/namesrv.properties" <<EOF
 listenPort=$namesrv
@@ -214,6 +216,12 @@ flushDiskType=ASYNC_FLUSH
 # messages may then come once more from the older checkpoint: at least once,
 # as always.
 timerFlushIntervalMs=30000
+# The broker's own metrics (consumer lag, ready and in-flight messages,
+# queueing latency, storage retention) in Prometheus format on
+# ROCKETMQ_METRICS_URL.
+metricsExporterType=PROM
+metricsPromExporterHost=127.0.0.1
+metricsPromExporterPort=$metrics
 EOF
 	local proxy_auth=""
 	if [ -n "$acl" ]; then
@@ -303,6 +311,7 @@ export REDIS_URL='redis://127.0.0.1:$REDIS_PORT/0'
 export ROCKETMQ_ENDPOINT='127.0.0.1:$PROXY_GRPC_PORT'
 export ROCKETMQ_NAMESRV='127.0.0.1:$NAMESRV_PORT'
 export ROCKETMQ_CLUSTER='DefaultCluster'
+export ROCKETMQ_METRICS_URL='http://127.0.0.1:$BROKER_METRICS_PORT/metrics'
 export ROCKETMQ_ADMIN_CLASSPATH='$ROCKETMQ_LIB/*'
 export ROCKETMQ_ACL_ENDPOINT='127.0.0.1:$ACL_PROXY_GRPC_PORT'
 export ROCKETMQ_ACL_NAMESRV='127.0.0.1:$ACL_NAMESRV_PORT'
@@ -327,8 +336,8 @@ up() {
 	start_postgres
 	start_redis
 	start_s3
-	write_rocketmq_config "$DIR/rocketmq" DefaultCluster broker-a "$NAMESRV_PORT" "$BROKER_PORT" "$PROXY_GRPC_PORT" "$PROXY_REMOTING_PORT"
-	write_rocketmq_config "$DIR/rocketmq-acl" AclCluster broker-acl "$ACL_NAMESRV_PORT" "$ACL_BROKER_PORT" "$ACL_PROXY_GRPC_PORT" "$ACL_PROXY_REMOTING_PORT" acl
+	write_rocketmq_config "$DIR/rocketmq" DefaultCluster broker-a "$NAMESRV_PORT" "$BROKER_PORT" "$PROXY_GRPC_PORT" "$PROXY_REMOTING_PORT" "$BROKER_METRICS_PORT"
+	write_rocketmq_config "$DIR/rocketmq-acl" AclCluster broker-acl "$ACL_NAMESRV_PORT" "$ACL_BROKER_PORT" "$ACL_PROXY_GRPC_PORT" "$ACL_PROXY_REMOTING_PORT" "$ACL_BROKER_METRICS_PORT" acl
 	start_main_rocketmq
 	start_acl_rocketmq
 	write_env
