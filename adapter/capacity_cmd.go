@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -8,8 +9,10 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aivedio/pipeline/shared/capacity"
+	"github.com/aivedio/pipeline/shared/config"
 )
 
 const capacityUsage = `usage: adapter capacity <subcommand> [flags] [--json]   (seed 7.13.1-7.13.4)
@@ -19,7 +22,10 @@ const capacityUsage = `usage: adapter capacity <subcommand> [flags] [--json]   (
   drain --backlog 1000000 --consume 900 --arrival 600
                                                    time to drain a backlog at the net rate (refused when consumption does not exceed arrival)
   storage --rate 160 --message-bytes 2048 --retention 72h --replicas 3 --overhead 1.3
-                                                   logical and physical broker bytes`
+                                                   logical and physical broker bytes
+  live --prometheus http://prometheus:9090 [--window 1h] [--workers 16] [--utilization 0.7]
+                                                   measured fan-out, per-stage load, the stage that saturates first
+                                                   and at what request rate, and the drain time of the broker's backlog`
 
 // runCapacity serves `adapter capacity`: the seed's capacity arithmetic,
 // as text or (--json) one JSON object.
@@ -88,6 +94,21 @@ func runCapacity(args []string, out io.Writer) error {
 			return map[string]any{"logical_bytes": logical, "physical_bytes": physical},
 				fmt.Sprintf("logical: %.1f GiB (%s msg/s × %s B × %s)\nphysical: %.1f GiB (× %s replicas × %s overhead); keep the disk below its watermark on top",
 					logical/capacity.GiB, num(*rate), num(*size), *retention, physical/capacity.GiB, num(*replicas), num(*overhead)), nil
+		}
+	case "live":
+		var p liveParams
+		fs.StringVar(&p.Prometheus, "prometheus", "", "URL of the Prometheus that scrapes the pipeline and the broker")
+		fs.DurationVar(&p.Window, "window", time.Hour, "the window rates are measured over")
+		fs.IntVar(&p.Workers, "workers", config.DefaultSourceWorkers, "deliveries in flight per stage replica (SOURCE_WORKERS)")
+		fs.Float64Var(&p.Utilization, "utilization", 0.7, "share of the ideal rate a replica reaches, (0, 1]")
+		compute = func() (any, string, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			rep, err := measureLive(ctx, p)
+			if err != nil {
+				return nil, "", err
+			}
+			return rep, rep.text(), nil
 		}
 	default:
 		return fmt.Errorf("unknown capacity subcommand %q\n%s", args[0], capacityUsage)

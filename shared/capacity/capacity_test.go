@@ -2,6 +2,7 @@ package capacity_test
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -48,4 +49,29 @@ func TestRefusals(t *testing.T) {
 	rate, err := capacity.MessageRate(capacity.Class{TaskRate: 30, Fanout: 20}, capacity.Class{TaskRate: 2, Fanout: 9})
 	require.NoError(t, err)
 	require.InDelta(t, 618, rate, 1e-9)
+}
+
+// TestSaturate: with the seed's figures (concurrency 40, 20 s, 0.7: 1.4
+// task/s per instance) on one instance, a stage visited once per request
+// saturates at 1.4 requests/s and one visited twice at 0.7, so the second
+// is named first; a stage no request reached never saturates.
+func TestSaturate(t *testing.T) {
+	t.Parallel()
+	s, err := capacity.Saturate(0.5, 0.7, []capacity.StageLoad{
+		{Stage: "once", Arrival: 0.5, ServiceTime: 20 * time.Second, Instances: 1, Workers: 40},
+		{Stage: "idle", Arrival: 0, ServiceTime: 0, Instances: 1, Workers: 40},
+		{Stage: "twice", Arrival: 1, ServiceTime: 20 * time.Second, Instances: 1, Workers: 40},
+		{Stage: "wide", Arrival: 1, ServiceTime: 20 * time.Second, Instances: 10, Workers: 40},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"twice", "once", "wide", "idle"}, []string{s.Stages[0].Stage, s.Stages[1].Stage, s.Stages[2].Stage, s.Stages[3].Stage})
+	require.InDelta(t, 0.7, s.Stages[0].SaturatesAt, 1e-9)
+	require.InDelta(t, 1.4, s.Stages[0].Capacity, 1e-9)
+	require.InDelta(t, 2.0, s.Stages[0].PerRequest, 1e-9)
+	require.InDelta(t, 1.4, s.Stages[1].SaturatesAt, 1e-9)
+	require.InDelta(t, 7.0, s.Stages[2].SaturatesAt, 1e-9)
+	require.True(t, math.IsInf(s.Stages[3].SaturatesAt, 1))
+
+	_, err = capacity.Saturate(0, 0.7, nil)
+	require.ErrorIs(t, err, capacity.ErrNoRequests)
 }
