@@ -151,12 +151,12 @@ func isProxy(pid string) bool {
 // logCPU logs where the CPU went between from and now, per 1,000 events.
 // "other" is the machine's busy time the three do not account for: another
 // workload on the host makes the figures of that run unreliable.
-func logCPU(b *testing.B, from cpuSample, events int) {
+func logCPU(b *testing.B, from cpuSample, events int) (processPer1k float64) {
 	b.Helper()
 	to := sampleCPU()
 	wall := to.at.Sub(from.at).Seconds()
 	if to.busy == 0 || wall <= 0 || events == 0 {
-		return
+		return 0
 	}
 	sec := func(ticks uint64) float64 { return float64(ticks) / clockTick }
 	busy := sec(to.busy - from.busy)
@@ -164,4 +164,5 @@ func logCPU(b *testing.B, from cpuSample, events int) {
 	per := 1000 / float64(events)
 	b.Logf("CPU: machine %.0f%% busy of %d cores; CPU-s per 1k events: proxy %.2f, postgres %.2f, this process %.2f, other %.2f",
 		100*busy/(wall*float64(runtime.NumCPU())), runtime.NumCPU(), proxy*per, pg*per, bench*per, max(busy-proxy-pg-bench, 0)*per)
+	return bench * per
 }

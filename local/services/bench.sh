@@ -14,6 +14,15 @@ echo "== benchmarks (real PostgreSQL and RocketMQ proxy)"
 go test -run='^$' -bench='Kernel|BareBroker|PostgresOnly' -benchtime=3x -count=1 -timeout 20m ./adapter/kernelbench/ | tee "$out"
 go test -run='^$' -bench=. -benchtime=2s -count=1 ./shared/inbox/ | tee -a "$out"
 
+echo "== the RocketMQ client's own log: the bare broker pair at info into log files (the client's default), then at warn to stderr (ours)"
+clientlog=$(mktemp -d)
+ROCKETMQ_CLIENT_LOG_LEVEL=info ROCKETMQ_CLIENT_LOG_DIR="$clientlog" \
+	go test -run='^$' -bench='^BenchmarkBareBroker$/^consumers=1$' -benchtime=3x -count=1 -timeout 10m ./adapter/kernelbench/ |
+	sed 's/^BenchmarkBareBroker/BenchmarkClientLogInfo/' | tee -a "$out"
+rm -rf "$clientlog"
+go test -run='^$' -bench='^BenchmarkBareBroker$/^consumers=1$' -benchtime=3x -count=1 -timeout 10m ./adapter/kernelbench/ |
+	sed 's/^BenchmarkBareBroker/BenchmarkClientLogWarn/' | tee -a "$out"
+
 echo "== journey: 30 generations a run through the whole pipeline (real PostgreSQL, Redis, S3, ffmpeg; emulator, then RocketMQ proxy)"
 go test -run='^$' -bench='^BenchmarkJourney$' -benchtime=1x -count=1 -timeout 15m ./local/ | tee -a "$out"
 
@@ -28,12 +37,17 @@ awk '
 	/^BenchmarkKernelPaced1000/       { p99 = metric("ack-p99-ms") }
 	/^BenchmarkBareBroker/            { v = metric("events/s"); if (v + 0 > bare + 0) bare = v }
 	/^BenchmarkPostgresOnly/          { v = metric("tx/s"); if (v + 0 > pg + 0) pg = v }
+	/^BenchmarkClientLogInfo/         { loginfo = metric("client-cpu-s/1k") }
+	/^BenchmarkClientLogWarn/         { logwarn = metric("client-cpu-s/1k") }
 	END {
 		printf "kernel           %8.0f events/s\n", kernel
 		if (batched != "") printf "kernel, batched  %8.0f events/s\n", batched
 		printf "bare broker pair %8.0f events/s   kernel/bare = %.2f (target >= 0.5)\n", bare, (bare > 0 ? kernel / bare : 0)
 		printf "PostgreSQL only  %8.0f tx/s       kernel/pg   = %.2f (target >= 0.55)\n", pg, (pg > 0 ? kernel / pg : 0)
 		if (p99 != "") printf "p99 commit->ACK at 1,000 events/s: %s ms (target <= 50)\n", p99
+		if (loginfo != "" && logwarn != "")
+			printf "RocketMQ client CPU-s per 1k events: %.2f at info into files, %.2f at warn to stderr: %.0f%% saved\n",
+				loginfo, logwarn, (loginfo > 0 ? 100 * (loginfo - logwarn) / loginfo : 0)
 	}' "$out"
 
 echo

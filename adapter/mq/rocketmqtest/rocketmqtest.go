@@ -32,6 +32,8 @@ func Config(tb testing.TB) config.RocketMQ {
 		AdminClasspath: servicetest.Env(tb, "RocketMQ admin jars", "ROCKETMQ_ADMIN_CLASSPATH"),
 		AccessKey:      os.Getenv("ROCKETMQ_ACCESS_KEY"),
 		SecretKey:      os.Getenv("ROCKETMQ_SECRET_KEY"),
+		ClientLogLevel: os.Getenv("ROCKETMQ_CLIENT_LOG_LEVEL"),
+		ClientLogDir:   os.Getenv("ROCKETMQ_CLIENT_LOG_DIR"),
 	}
 }
 
