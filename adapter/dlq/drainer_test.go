@@ -142,10 +142,16 @@ func (tb *testBundle) drainer(t *testing.T, edit ...func(*dlq.Params)) *dlq.Drai
 // drained reads aivedio_dlq_drained_total of testGroup.
 func (tb *testBundle) drained(t *testing.T) float64 {
 	t.Helper()
+	return tb.counter(t, "aivedio_dlq_drained_total")
+}
+
+// counter is the test group's value of a counter of the drainer.
+func (tb *testBundle) counter(t *testing.T, name string) float64 {
+	t.Helper()
 	families, err := tb.reg.Gather()
 	require.NoError(t, err)
 	for _, f := range families {
-		if f.GetName() != "aivedio_dlq_drained_total" {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
@@ -344,6 +350,7 @@ func TestRunRetriesFailuresAndNeverGivesUp(t *testing.T) {
 	stop()
 	require.EqualValues(t, 4, db.calls.Load(), "three failed writes, then one that worked")
 	require.InDelta(t, 1, tb.drained(t), 0)
+	require.InDelta(t, 3, tb.counter(t, "aivedio_dlq_drain_errors_total"), 0, "each failed cycle is counted")
 }
 
 func TestNewRequiresItsDependencies(t *testing.T) {

@@ -251,3 +251,43 @@ func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[str
 	}
 	return -1
 }
+
+// TestBacklogGauges: while the broker refuses sends, the relay exports the
+// unpublished rows and the age of the oldest; once they are published the
+// gauges fall to zero.
+func TestBacklogGauges(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	reg := prometheus.NewRegistry()
+	b.broker.SetDown(true)
+	for range 3 {
+		b.write(t, event(t, catalog.GenerationSubmit, "m", "", time.Time{}))
+	}
+	time.Sleep(50 * time.Millisecond) // an age the gauge can show
+	r := relay.New(relay.Params{Pool: b.pool, Producer: b.broker.Producer(), Owner: "gauges", Batch: 8,
+		BackoffBase: time.Millisecond, BackoffMax: 10 * time.Millisecond, Metrics: relay.NewMetrics(reg)})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	require.Eventually(t, func() bool { return gauge(t, reg, "aivedio_outbox_unpublished") == 3 }, 5*time.Second, 10*time.Millisecond)
+	require.GreaterOrEqual(t, gauge(t, reg, "aivedio_outbox_oldest_age_seconds"), 0.05)
+	b.broker.SetDown(false)
+	require.Eventually(t, func() bool {
+		return gauge(t, reg, "aivedio_outbox_unpublished") == 0 && gauge(t, reg, "aivedio_outbox_oldest_age_seconds") == 0
+	}, 15*time.Second, 50*time.Millisecond, "the backlog is sampled every 5 s")
+}
+
+// gauge is the value of an unlabeled gauge; -1 without one.
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() == name {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
+}

@@ -449,3 +449,44 @@ func TestBufferedMessagesAndBytes(t *testing.T) {
 	}, 5*time.Second, 5*time.Millisecond)
 	b.requireSettled(t)
 }
+
+// TestDeliveryMetrics: a stage that fails twice and then succeeds shows
+// as two retries and one ACK of its group, each delivery timed by result:
+// the failure rate and retries an operator alerts on.
+func TestDeliveryMetrics(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	reg := prometheus.NewRegistry()
+	rec := newRecorder(func(_ context.Context, _ event.Event, attempt int) error {
+		if attempt < 3 {
+			return errors.New("database unavailable")
+		}
+		return nil
+	})
+	ev := validEvent(t)
+	b.send(t, ev)
+	stop := b.run(t, rec, func(p *source.Params) { p.Metrics = source.NewMetrics(reg) })
+	require.Eventually(t, func() bool { return rec.count(ev.ID()) == 3 }, 10*time.Second, 5*time.Millisecond)
+	stop()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	counts, timed := map[string]float64{}, map[string]uint64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			result := ""
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "result" {
+					result = lp.GetValue()
+				}
+			}
+			switch f.GetName() {
+			case "aivedio_adapter_deliveries_total":
+				counts[result] = m.GetCounter().GetValue()
+			case "aivedio_adapter_delivery_duration_seconds":
+				timed[result] = m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	require.Equal(t, map[string]float64{"retry": 2, "acked": 1}, counts)
+	require.Equal(t, map[string]uint64{"retry": 2, "acked": 1}, timed)
+}
