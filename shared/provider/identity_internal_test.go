@@ -12,7 +12,9 @@ import (
 // that echoes ours, or none, passes uncounted. Not parallel: the counter
 // is process-wide.
 func TestCheckIdentityCountsMismatches(t *testing.T) {
-	counted := func() float64 { return testutil.ToFloat64(identityMismatches.WithLabelValues("replicate", CheckedAtCallback)) }
+	counted := func() float64 {
+		return testutil.ToFloat64(identityMismatches.WithLabelValues("replicate", CheckedAtCallback))
+	}
 	before := counted()
 	require.NoError(t, CheckIdentity("replicate", CheckedAtCallback, Job{ID: "j1", ClientRequestID: "ours"}, "ours"))
 	require.NoError(t, CheckIdentity("replicate", CheckedAtCallback, Job{ID: "j1"}, "ours"))
