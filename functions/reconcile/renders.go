@@ -80,6 +80,11 @@ func (r *reconciler) settleRenders(ctx context.Context, now time.Time) (RenderRe
 			if _, err := render.Move(ctx, tx, j, render.Change{}); err != nil {
 				return err
 			}
+			ctx, span, err := render.ContinueTrace(ctx, tx, j.ID, "reconcile render settle")
+			defer span.End()
+			if err != nil {
+				return err
+			}
 			return outbox.Write(ctx, tx, e)
 		})
 		if err != nil {

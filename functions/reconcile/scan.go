@@ -413,6 +413,11 @@ func (r *reconciler) retryMissing(ctx context.Context, now time.Time) (int, erro
 			if err != nil {
 				return err
 			}
+			ctx, span, err := task.ContinueTrace(ctx, tx, t.ID, "reconcile missing "+m.kind)
+			defer span.End()
+			if err != nil {
+				return err
+			}
 			if err := outbox.Write(ctx, tx, e); err != nil {
 				return err
 			}
@@ -446,6 +451,11 @@ func (r *reconciler) resettle(ctx context.Context, now time.Time) (int, error) {
 				return err
 			}
 			e, err := scanOrigin.Emit(t, task.SettleRequested{TaskID: t.ID, Status: t.Status})
+			if err != nil {
+				return err
+			}
+			ctx, span, err := task.ContinueTrace(ctx, tx, t.ID, "reconcile settle")
+			defer span.End()
 			if err != nil {
 				return err
 			}
