@@ -82,8 +82,8 @@ func TestRealBrokerOneTracePerGenerationAndRender(t *testing.T) {
 	require.Eventually(t, func() bool {
 		chain = spansOf(spans.GetSpans(), traceID)
 		stages := stagesIn(chain)
-		return slices.Contains(stages, "settle") && slices.Contains(stages, "notify")
-	}, time.Minute, 200*time.Millisecond, "settle and notify spans of trace %s", traceID)
+		return slices.Contains(stages, "settle") && slices.Contains(stages, "notify") && connected(chain)
+	}, time.Minute, 200*time.Millisecond, "settle and notify spans of trace %s, and every parent ended", traceID)
 
 	requireConnected(t, chain, "POST /v1/generations")
 	byID := map[trace.SpanID]tracetest.SpanStub{}
@@ -140,12 +140,28 @@ func TestRealBrokerOneTracePerGenerationAndRender(t *testing.T) {
 		for _, s := range chain {
 			steps[attr(s, "aivedio.stage")]++
 		}
-		return steps["settle"] > 0
-	}, time.Minute, 200*time.Millisecond, "the render's settle span in trace %s", renderTrace)
+		return steps["settle"] > 0 && connected(chain)
+	}, time.Minute, 200*time.Millisecond, "the render's settle span in trace %s, and every parent ended", renderTrace)
 	requireConnected(t, chain, "POST /v1/renders")
 	// start, at least one chunk, and the join.
 	require.GreaterOrEqual(t, steps["render"], 3, "render stage spans: %v", steps)
 	t.Logf("render trace %s: %d spans; stages %v", renderTrace, len(chain), steps)
+}
+
+// connected reports whether every span's parent is among spans: a span
+// reaches the exporter when it ends, so the delivery and receive spans of
+// the last stage come a little after the stage's own.
+func connected(spans []tracetest.SpanStub) bool {
+	ids := map[trace.SpanID]bool{}
+	for _, s := range spans {
+		ids[s.SpanContext.SpanID()] = true
+	}
+	for _, s := range spans {
+		if s.Parent.IsValid() && !ids[s.Parent.SpanID()] {
+			return false
+		}
+	}
+	return true
 }
 
 // requireConnected fails unless spans are one trace rooted at a span named

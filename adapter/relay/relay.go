@@ -197,7 +197,11 @@ func (r *Relay) publish(ctx context.Context, row outbox.Stored) (err error) {
 			attribute.String("cloudevents.event_type", env.EventType),
 			attribute.Int("aivedio.publish_attempt", row.PublishAttempts+1),
 			attribute.Float64("aivedio.outbox_wait_seconds", time.Since(row.CreatedAt).Seconds())))
-	defer func() { telemetry.SpanError(span, err); span.End() }()
+	defer func() {
+		r.p.Metrics.observe(row.Topic.Name, time.Since(start), err) // a row that is no valid event too
+		telemetry.SpanError(span, err)
+		span.End()
+	}()
 	if !row.DeliverAt.IsZero() {
 		span.SetAttributes(attribute.String("aivedio.deliver_at", row.DeliverAt.Format(time.RFC3339Nano)))
 	}
@@ -219,7 +223,10 @@ func (r *Relay) publish(ctx context.Context, row outbox.Stored) (err error) {
 	sctx, cancel := context.WithTimeout(sctx, r.p.SendTimeout)
 	defer cancel()
 	_, err = cerocketmq.NewSender(r.p.Producer, "").SendMessage(sctx, binding.ToMessage(&ev))
-	r.p.Metrics.observe(row.Topic.Name, time.Since(start), err)
+	if err != nil && errors.Is(sctx.Err(), context.DeadlineExceeded) && !errors.Is(err, context.DeadlineExceeded) {
+		// The client reports its own deadline as a gRPC status: still a timeout.
+		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+	}
 	return err
 }
 

@@ -206,6 +206,11 @@ func (s *Source) receiveLoop(ctx, receiving, work context.Context, c mq.Consumer
 			return
 		}
 		if err != nil {
+			for _, msg := range batch { // none from today's consumers, but never leak one
+				s.giveBack(c, msg)
+				s.release(msg)
+				<-slots
+			}
 			if ctx.Err() == nil {
 				s.p.Logger.WarnContext(ctx, "receive failed", slog.String("consumer_group", s.p.Group.Name), slog.String("error", err.Error()))
 				s.pause(ctx, time.Second)

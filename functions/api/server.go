@@ -223,10 +223,10 @@ func (s *Server) routes() http.Handler {
 	// The server span is outermost so the request log and the traceparent
 	// answer header name it; the route names it once the mux has matched.
 	return otelhttp.NewHandler(s.observe(mux), "api", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
-		if r.Pattern != "" {
+		if r.Pattern != "" && r.Pattern != "/" {
 			return r.Pattern
 		}
-		return r.Method + " unmatched"
+		return r.Method + " unmatched" // the catch-all: a 404 or 405
 	}))
 }
 

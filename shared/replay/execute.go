@@ -137,10 +137,12 @@ func (desk *Desk) Execute(ctx context.Context, approvalID uuid.UUID, operator st
 // replay's trace rather than to the original's, which may have ended days
 // ago; the link leads from one to the other.
 func replaySpan(ctx context.Context, orig envelope.Envelope, ev *outbox.Event) (context.Context, trace.Span) {
-	link := trace.LinkFromContext(telemetry.WithTraceParent(context.Background(), orig.W3CTraceParent(), orig.TraceState),
-		attribute.String("cloudevents.event_id", orig.EventID))
-	ctx, span := telemetry.Tracer().Start(ctx, "replay "+orig.EventType, trace.WithLinks(link),
-		trace.WithAttributes(attribute.String("aivedio.replayed_event_id", orig.EventID)))
+	opts := []trace.SpanStartOption{trace.WithAttributes(attribute.String("aivedio.replayed_event_id", orig.EventID))}
+	if tp := orig.W3CTraceParent(); tp != "" {
+		opts = append(opts, trace.WithLinks(trace.LinkFromContext(telemetry.WithTraceParent(context.Background(), tp, orig.TraceState),
+			attribute.String("cloudevents.event_id", orig.EventID))))
+	}
+	ctx, span := telemetry.Tracer().Start(ctx, "replay "+orig.EventType, opts...)
 	if span.SpanContext().IsValid() && span.SpanContext().TraceID().String() != orig.TraceID {
 		ev.Envelope.TraceID, ev.Envelope.TraceParent, ev.Envelope.TraceState = "", "", ""
 	}

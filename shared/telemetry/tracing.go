@@ -30,7 +30,7 @@ func Tracer() trace.Tracer { return otel.Tracer(InstrumentationName) }
 type Tracing struct {
 	// Exporting reports whether spans leave the process; when false, trace
 	// ids are still made and carried (the API returns one, every event
-	// keeps it) but no span is recorded.
+	// keeps it) but the spans go nowhere.
 	Exporting bool
 	provider  *sdktrace.TracerProvider
 }
@@ -58,8 +58,9 @@ func (t *Tracing) Close() {
 // (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), with
 // the protocol of OTEL_EXPORTER_OTLP_PROTOCOL and the sampler of
 // OTEL_TRACES_SAMPLER. Otherwise, and with OTEL_SDK_DISABLED=true, spans
-// are not recorded but trace ids are still generated and propagated. The
-// service name is service unless OTEL_SERVICE_NAME says otherwise.
+// go nowhere but trace ids are still generated and propagated, sampled,
+// so that a downstream binary that exports records them. The service name
+// is service unless OTEL_SERVICE_NAME says otherwise.
 func SetupTracing(ctx context.Context, service string) (*Tracing, error) {
 	res, err := resource.New(ctx,
 		resource.WithAttributes(semconv.ServiceName(service)),
@@ -83,8 +84,10 @@ func SetupTracing(ctx context.Context, service string) (*Tracing, error) {
 		}
 	}
 	if !exporting {
-		// Never sampled: ids are generated and carried, nothing recorded.
-		opts = append(opts, sdktrace.WithSampler(sdktrace.NeverSample()))
+		// No span processor: spans end nowhere. They are still sampled, so
+		// the traceparent this process passes on lets the next process,
+		// if it exports, record the trace: tracing is set per binary.
+		opts = append(opts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())))
 	}
 	provider := sdktrace.NewTracerProvider(opts...)
 	Install(provider)
