@@ -74,9 +74,13 @@ func (r *reconciler) Scan(ctx context.Context) (ScanReport, error) {
 	ms := func(d time.Duration) string { return fmt.Sprint(d.Milliseconds()) }
 	scanners := []scanner{
 		{task.Queued, `updated_at < $1::timestamptz - interval '1 millisecond' * ` + ms(j.ScanGrace), submit},
-		{task.WaitingRetry, `next_retry_at < $1::timestamptz - interval '1 millisecond' * ` + ms(j.ScanGrace), submit},
+		// A rescue touches updated_at and leaves the due time: both past
+		// the grace is once per deadline, not once per scan.
+		{task.WaitingRetry, `next_retry_at < $1::timestamptz - interval '1 millisecond' * ` + ms(j.ScanGrace) +
+			` AND updated_at < $1::timestamptz - interval '1 millisecond' * ` + ms(j.ScanGrace), submit},
 		{task.Submitting, `updated_at < $1::timestamptz - interval '1 millisecond' * ` + ms(r.Timeout+j.ScanGrace), submit},
-		{task.ProviderRunning, `next_poll_at < $1::timestamptz - interval '1 millisecond' * ` + ms(j.ScanGrace), r.lostPoll},
+		{task.ProviderRunning, `next_poll_at < $1::timestamptz - interval '1 millisecond' * ` + ms(j.ScanGrace) +
+			` AND updated_at < $1::timestamptz - interval '1 millisecond' * ` + ms(j.ScanGrace), r.lostPoll},
 		{task.Fetching, `updated_at < $1::timestamptz - interval '1 millisecond' * ` + ms(j.StuckAfter), r.lostFetch},
 		{task.MediaProcessing, `updated_at < $1::timestamptz - interval '1 millisecond' * ` + ms(j.StuckAfter), r.lostMedia},
 		{task.Reconciling, `updated_at < $1::timestamptz - interval '1 millisecond' * ` + ms(j.ReconcileAfter*time.Duration(j.ReconcileRounds+1)+j.ScanGrace), r.lostLookup},
@@ -147,6 +151,10 @@ const (
 // errGiveUp asks rescue to hand the task to a person instead.
 var errGiveUp = errors.New("give up")
 
+// errNoAttempt: the task names a provider job no attempt records, so
+// there is nothing to re-drive; one such task must not stop the scan.
+var errNoAttempt = fmt.Errorf("%w: no attempt records the provider job", errGiveUp)
+
 // rescue re-checks the task under its row lock (it may have moved since
 // the scan read it) and touches it with the events emit returns.
 func (r *reconciler) rescue(ctx context.Context, id uuid.UUID, status task.Status, emit func(context.Context, pgx.Tx, task.Task) ([]outbox.Event, error)) (rescueOutcome, error) {
@@ -183,6 +191,10 @@ func (r *reconciler) rescue(ctx context.Context, id uuid.UUID, status task.Statu
 		if errors.Is(err, errGiveUp) {
 			out = gaveUp
 			code, msg := giveUpReason(cur.Status, rounds)
+			if errors.Is(err, errNoAttempt) {
+				code = "reconcile.attempt_missing"
+				msg = fmt.Sprintf("the task is %s with provider job %q, but no attempt records that job: nothing can be polled or looked at; a person decides", cur.Status, cur.ProviderJobID)
+			}
 			_, err := task.Apply(ctx, tx, scanOrigin, cur, task.Transition{To: task.NeedsAttention, Reason: "reconcile: " + code,
 				Set: task.Fields{ErrorCode: &code, ErrorMessage: &msg}})
 			return err
@@ -235,6 +247,9 @@ func giveUpReason(status task.Status, rounds int) (code, message string) {
 // the lost one turns up after all, one of the two is stale.
 func (r *reconciler) lostPoll(ctx context.Context, tx pgx.Tx, t task.Task) ([]outbox.Event, error) {
 	a, err := attempt.OfJob(ctx, tx, t.ID, t.ProviderJobID)
+	if errors.Is(err, attempt.ErrNotFound) {
+		return nil, errNoAttempt
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -320,6 +335,9 @@ func (r *reconciler) lostCancelLook(ctx context.Context, tx pgx.Tx, t task.Task)
 		return nil, errGiveUp
 	}
 	canceled, err := attempt.OfJob(ctx, tx, t.ID, t.ProviderJobID)
+	if errors.Is(err, attempt.ErrNotFound) {
+		return nil, errNoAttempt
+	}
 	if err != nil {
 		return nil, err
 	}
