@@ -20,6 +20,7 @@ import (
 	"github.com/aivedio/pipeline/adapter/source"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/telemetry"
 )
@@ -209,6 +210,7 @@ func runDrain(ctx context.Context, args []string) (err error) {
 	}
 	defer pool.Close()
 	reg := telemetry.NewRegistry()
+	reg.MustRegister(quarantine.Collector(pool, []catalog.Group{group}))
 	d := dlq.New(dlq.Params{
 		Group: group, ConsumerFunc: dlq.OpenConsumer(cfg.RocketMQ, group, nil), DB: pool,
 		Logger: logger, Metrics: dlq.NewMetrics(reg),

@@ -21,9 +21,11 @@ import (
 	"github.com/aivedio/pipeline/shared/replay"
 )
 
-const quarantineUsage = `usage: adapter quarantine list [--consumer C] [--class X] [--code X] [--status S] [--since T] [--until T] [--limit N] [--json]
-       adapter quarantine show <quarantine id> [--json]
+const quarantineUsage = `usage: adapter quarantine list [--consumer C] [--class X] [--category K] [--code X] [--status S] [--since T] [--until T] [--limit N] [--json]
+       adapter quarantine show <quarantine id> [--body] [--json]
+       adapter quarantine discard <quarantine id> --ticket T --reason R [--operator O] [--json]
   --status is QUARANTINED (default), REPLAYED, DISCARDED or ALL; --code takes a prefix as envelope.*;
+  --category is CODE_DEFECT, DATA_DEFECT, PERMISSION, DEPENDENCY or DIRTY_HISTORY;
   T is RFC 3339 (2026-11-30T08:00:00Z) or an age (90m, 24h, 7d)`
 
 // opTimeout bounds one operator command's database work; bulk commands
@@ -47,20 +49,23 @@ func quarantineCmd(ctx context.Context, args []string, out io.Writer) error {
 		return quarantineList(ctx, args[1:], out)
 	case "show":
 		return quarantineShow(ctx, args[1:], out)
+	case "discard":
+		return quarantineDiscard(ctx, args[1:], out)
 	}
 	return fmt.Errorf("unknown quarantine command %q\n%s", args[0], quarantineUsage)
 }
 
 // filterFlags are the flags that select quarantined messages.
 type filterFlags struct {
-	consumer, class, code, status, since, until *string
-	limit                                       *int
+	consumer, class, category, code, status, since, until *string
+	limit                                                 *int
 }
 
 func addFilterFlags(fs *flag.FlagSet, withStatus bool) filterFlags {
 	f := filterFlags{
 		consumer: fs.String("consumer", "", "consumer group, e.g. cg.scheduler.submit.v1"),
 		class:    fs.String("class", "", "error class, e.g. permanent or dlq"),
+		category: fs.String("category", "", "CODE_DEFECT, DATA_DEFECT, PERMISSION, DEPENDENCY or DIRTY_HISTORY"),
 		code:     fs.String("code", "", "error code, or a prefix ending in *"),
 		since:    fs.String("since", "", "received at or after T"),
 		until:    fs.String("until", "", "received before T"),
@@ -74,7 +79,7 @@ func addFilterFlags(fs *flag.FlagSet, withStatus bool) filterFlags {
 
 // filter reads the flags; times are relative to now.
 func (f filterFlags) filter(now time.Time) (quarantine.Filter, error) {
-	out := quarantine.Filter{Consumer: *f.consumer, ErrorClass: *f.class, ErrorCode: *f.code, Limit: *f.limit}
+	out := quarantine.Filter{Consumer: *f.consumer, ErrorClass: *f.class, Category: quarantine.Category(*f.category), ErrorCode: *f.code, Limit: *f.limit}
 	if f.status != nil {
 		out.Status = *f.status
 	}
@@ -91,6 +96,9 @@ func (f filterFlags) filter(now time.Time) (quarantine.Filter, error) {
 	}
 	if out.Limit < 1 || out.Limit > quarantine.MaxLimit {
 		return out, fmt.Errorf("--limit must be from 1 to %d", quarantine.MaxLimit)
+	}
+	if _, err := out.Normalize(); err != nil {
+		return out, err
 	}
 	return out, nil
 }
@@ -141,9 +149,10 @@ func quarantineList(ctx context.Context, args []string, out io.Writer) error {
 }
 
 func quarantineShow(ctx context.Context, args []string, out io.Writer) error {
-	const usage = "usage: adapter quarantine show <quarantine id> [--json]"
+	const usage = "usage: adapter quarantine show <quarantine id> [--body] [--json]"
 	fs := flag.NewFlagSet("quarantine show", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
+	withBody := fs.Bool("body", false, "print the body whole, secrets included (the snapshot is redacted)")
 	rest, err := parseArgs(fs, args, usage)
 	if err != nil {
 		return err
@@ -163,7 +172,39 @@ func quarantineShow(ctx context.Context, args []string, out io.Writer) error {
 		if *asJSON {
 			return printJSON(out, q)
 		}
-		printMessageDetail(out, q)
+		printMessageDetail(out, q, *withBody)
+		return nil
+	})
+}
+
+func quarantineDiscard(ctx context.Context, args []string, out io.Writer) error {
+	const usage = "usage: adapter quarantine discard <quarantine id> --ticket T --reason R [--operator O] [--json]"
+	fs := flag.NewFlagSet("quarantine discard", flag.ContinueOnError)
+	ticket := fs.String("ticket", "", "ticket the discard is decided under")
+	reason := fs.String("reason", "", "why the message is never to be replayed")
+	operator := fs.String("operator", whoAmI(), "who decides")
+	asJSON := fs.Bool("json", false, "print JSON")
+	rest, err := parseArgs(fs, args, usage)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return fmt.Errorf("name one quarantined message\n%s", usage)
+	}
+	id, err := parseID(rest[0], "quarantine id")
+	if err != nil {
+		return fmt.Errorf("%w\n%s", err, usage)
+	}
+	return withPool(ctx, opTimeout, func(ctx context.Context, pool *pgxpool.Pool) error {
+		d, err := replay.NewDesk(pool, functions.ReplayRules()).Discard(ctx, id, replay.Decision{Ticket: *ticket, Operator: *operator, Reason: *reason})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(out, d)
+		}
+		fmt.Fprintf(out, "discarded %s (%s, event %s): %d row(s), under %s by %s: %s\n",
+			d.QuarantineID, d.Consumer, dash(d.EventID), d.Rows, d.Discard.Ticket, d.Discard.Operator, d.Discard.Reason)
 		return nil
 	})
 }

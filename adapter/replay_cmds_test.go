@@ -80,6 +80,9 @@ func TestQuarantineArgumentErrorsSayWhatIsWrong(t *testing.T) {
 		{[]string{"list", "cg.x"}, `unexpected argument "cg.x"`},
 		{[]string{"list", "--limit", "5000"}, "--limit must be from 1 to 1000"},
 		{[]string{"list", "--until", "soon"}, `--until: invalid quarantine filter: time "soon"`},
+		{[]string{"list", "--category", "BAD_LUCK"}, `category "BAD_LUCK" is not one of`},
+		{[]string{"discard"}, "name one quarantined message"},
+		{[]string{"discard", "q-1", "--ticket", "T"}, `quarantine id "q-1" is not a UUID`},
 	} {
 		err := quarantineCmd(t.Context(), tc.args, &bytes.Buffer{})
 		require.ErrorContains(t, err, tc.want, "%q", tc.args)
@@ -155,6 +158,30 @@ func TestReplayCommandsEndToEnd(t *testing.T) {
 	err = replayCmd(ctx, []string{"--event", submit.EventID, "--approve", "--ticket", "OPS-2", "--operator", "bob", "--reason", "again"}, &out)
 	require.ErrorIs(t, err, replay.ErrRefused)
 	require.Contains(t, out.String(), "REFUSED  (quarantine.replayed)")
+
+	// A message nobody should replay is discarded under a ticket, once.
+	_, err = quarantine.Write(ctx, pool, quarantine.Entry{
+		Consumer: catalog.GroupSubmit.Name, EventID: uuid.NewString(), MessageID: "msg-2",
+		Topic: catalog.GenerationSubmit.BrokerName(), ErrorCode: "payload.invalid", DeliveryAttempt: 1, Body: []byte(`{"api_key":"sk-1"}`),
+	})
+	require.NoError(t, err)
+	list = cmd("quarantine", "list", "--category", "data_defect")
+	require.Contains(t, list, "DATA_DEFECT")
+	require.Contains(t, list, "team-generation", "the group's owner")
+	require.NoError(t, json.Unmarshal([]byte(cmd("quarantine", "list", "--category", "DATA_DEFECT", "--json")), &listed))
+	require.Len(t, listed.Items, 1)
+	poison := listed.Items[0].QuarantineID.String()
+	shown := cmd("quarantine", "show", poison)
+	require.Contains(t, shown, "DATA_DEFECT")
+	require.Contains(t, shown, `"api_key": "[redacted]"`, "the snapshot is redacted")
+	require.NotContains(t, shown, "sk-1", "the body is not printed unless asked for")
+	require.Contains(t, cmd("quarantine", "show", poison, "--body"), `{"api_key":"sk-1"}`)
+	require.Contains(t, cmd("quarantine", "discard", poison, "--ticket", "OPS-3", "--reason", "load-test traffic", "--operator", "ana"), "discarded "+poison)
+	require.Contains(t, cmd("quarantine", "list", "--status", "DISCARDED"), poison)
+	require.Contains(t, cmd("quarantine", "show", poison), "under OPS-3: load-test traffic")
+	err = quarantineCmd(ctx, []string{"discard", poison, "--ticket", "OPS-3", "--reason", "again"}, &out)
+	require.ErrorIs(t, err, replay.ErrNotOpen)
+	require.ErrorContains(t, err, "DISCARDED already")
 }
 
 // queuedTask creates a tenant and a QUEUED task the way the API does, and

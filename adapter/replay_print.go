@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"fmt"
 	"io"
 	"maps"
@@ -56,10 +57,11 @@ func printList(out io.Writer, msgs []quarantine.Message, f quarantine.Filter) {
 		return
 	}
 	w := table(out)
-	fmt.Fprintln(w, "QUARANTINE ID\tRECEIVED\tCONSUMER\tEVENT TYPE\tEVENT ID\tERROR\tATTEMPT\tSOURCE\tSTATUS")
+	now := time.Now()
+	fmt.Fprintln(w, "QUARANTINE ID\tFIRST FAILED\tCONSUMER\tOWNER\tDUE\tCATEGORY\tEVENT TYPE\tEVENT ID\tERROR\tCOUNT\tSTATUS")
 	for _, m := range msgs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s %s\t%d\t%s\t%s\n", m.QuarantineID, stamp(m.ReceivedAt), m.Consumer,
-			dash(m.EventType), dash(m.EventID), m.ErrorClass, m.ErrorCode, m.DeliveryAttempt, m.Source, m.Status)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", m.QuarantineID, stamp(m.FirstFailedAt), m.Consumer,
+			dash(m.Owner), due(m, now), m.Category, dash(m.EventType), dash(m.EventID), errorOf(m), m.DeliveryCount, m.Status)
 	}
 	_ = w.Flush()
 	fmt.Fprintf(out, "\n%d message(s)", len(msgs))
@@ -68,9 +70,31 @@ func printList(out io.Writer, msgs []quarantine.Message, f quarantine.Filter) {
 	}
 	fmt.Fprintln(out, "\ninspect one:    go run ./adapter quarantine show <quarantine id>")
 	fmt.Fprintln(out, "dry-run replay: go run ./adapter replay --event <quarantine id or event id> --dry-run")
+	fmt.Fprintln(out, "discard:        go run ./adapter quarantine discard <quarantine id> --ticket T --reason R")
 }
 
-func printMessageDetail(out io.Writer, q replay.MessageDetail) {
+// due is a message's handling deadline, flagged once it has passed.
+func due(m quarantine.Message, now time.Time) string {
+	switch {
+	case m.DueAt.IsZero() || m.Status != quarantine.Quarantined:
+		return "-"
+	case m.Overdue(now):
+		return stamp(m.DueAt) + " OVERDUE"
+	}
+	return stamp(m.DueAt)
+}
+
+// errorOf is a row's error, with the handler's own for a dead letter.
+func errorOf(m quarantine.Message) string {
+	if m.LastErrorCode != "" {
+		return m.ErrorClass + " " + m.ErrorCode + " (" + m.LastErrorCode + ")"
+	}
+	return m.ErrorClass + " " + m.ErrorCode
+}
+
+// printMessageDetail prints a message; its body only when withBody, since
+// a body may hold what the redacted snapshot leaves out.
+func printMessageDetail(out io.Writer, q replay.MessageDetail, withBody bool) {
 	printMessage(out, q.Message)
 	w := table(out)
 	fmt.Fprintln(out, "\nPROPERTIES")
@@ -78,7 +102,11 @@ func printMessageDetail(out io.Writer, q replay.MessageDetail) {
 		fmt.Fprintf(w, "  %s\t%s\n", k, q.Properties[k])
 	}
 	_ = w.Flush()
-	fmt.Fprintf(out, "\nBODY (%s)\n  %s\n", q.BodyEncoding, q.Body)
+	if withBody {
+		fmt.Fprintf(out, "\nBODY (%s)\n  %s\n", q.BodyEncoding, q.Body)
+	} else {
+		fmt.Fprintf(out, "\nBODY\n  %d bytes (%s); the snapshot above is redacted; --body prints it whole, secrets included\n", bodySize(q), q.BodyEncoding)
+	}
 	if q.Event != nil {
 		printEvent(out, q.Event)
 	} else {
@@ -90,15 +118,28 @@ func printMessageDetail(out io.Writer, q replay.MessageDetail) {
 		return
 	}
 	w = table(out)
-	fmt.Fprintln(w, "  REPLAY ID\tSTATUS\tTICKET\tOPERATOR\tCREATED\tEXECUTED\tREPLAY EVENT")
+	fmt.Fprintln(w, "  REPLAY ID\tSTATUS\tTICKET\tOPERATOR\tCREATED\tEXECUTED\tREPLAY EVENT\tAPPLIED")
 	for _, r := range q.Replays {
 		ev := "-"
 		if r.ReplayEventID != nil {
 			ev = r.ReplayEventID.String()
 		}
-		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ReplayID, r.Status, r.Ticket, r.Operator, stamp(r.CreatedAt), stampPtr(r.ExecutedAt), ev)
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ReplayID, r.Status, r.Ticket, r.Operator, stamp(r.CreatedAt), stampPtr(r.ExecutedAt), ev, applied(r.After))
 	}
 	_ = w.Flush()
+	for _, r := range q.Replays {
+		if a := r.After; a != nil {
+			fmt.Fprintf(out, "\nAFTER replay %s (%s at %s)\n", r.ReplayID, a.Result, stamp(a.AppliedAt))
+			if a.Task != nil {
+				fmt.Fprintf(out, "  task %s v%d; before it was %s v%d\n", a.Task.Status, a.Task.Version, dash(a.BeforeStatus), a.BeforeVersion)
+			} else {
+				fmt.Fprintf(out, "  %s\n", a.Note)
+			}
+			if res := a.Effects.Reservation; res != nil {
+				fmt.Fprintf(out, "  reservation %s, %d ledger row(s), %d attempt(s), %d asset(s)\n", res.Status, len(a.Effects.Ledger), len(a.Effects.Attempts), len(a.Effects.Assets))
+			}
+		}
+	}
 }
 
 func printMessage(out io.Writer, m quarantine.Message) {
@@ -112,8 +153,28 @@ func printMessage(out io.Writer, m quarantine.Message) {
 	if m.ErrorDetail != "" {
 		fmt.Fprintf(w, "  detail\t%s\n", clip(m.ErrorDetail, 300))
 	}
-	fmt.Fprintf(w, "  delivery\tattempt %d, quarantined by %s at %s, message id %s\n", m.DeliveryAttempt, m.Source, stamp(m.ReceivedAt), m.MessageID)
+	if m.LastErrorCode != "" {
+		fmt.Fprintf(w, "  handler's last error\t%s: %s\n", m.LastErrorCode, clip(m.LastError, 300))
+	}
+	fmt.Fprintf(w, "  category\t%s\n", m.Category)
+	fmt.Fprintf(w, "  owner / due\t%s / %s\n", dash(m.Owner), due(m, time.Now()))
+	fmt.Fprintf(w, "  failures\t%d, first %s, last %s\n", m.DeliveryCount, stamp(m.FirstFailedAt), stamp(m.LastFailedAt))
+	fmt.Fprintf(w, "  delivery\tattempt %d, quarantined by %s at %s, message id %s, key %s\n", m.DeliveryAttempt, m.Source, stamp(m.ReceivedAt), m.MessageID, dash(m.MessageKey))
+	fmt.Fprintf(w, "  payload\tschema %s, sha256 %s\n", schemaOf(m.SchemaVersion), m.PayloadHash)
+	if len(m.Snapshot) > 0 {
+		fmt.Fprintf(w, "  snapshot\t%s\n", clip(string(m.Snapshot), 500))
+	}
+	if d := m.Discard; d != nil {
+		fmt.Fprintf(w, "  discarded\t%s by %s under %s: %s\n", stamp(d.At), d.Operator, d.Ticket, d.Reason)
+	}
 	_ = w.Flush()
+}
+
+func schemaOf(v int) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprint(v)
 }
 
 func printEvent(out io.Writer, e *envelope.Envelope) {
@@ -314,4 +375,20 @@ func printBulkExecution(out io.Writer, x replay.BulkExecution) {
 	for _, f := range x.Failed {
 		fmt.Fprintf(out, "failed  %s: %s\n", f.ReplayID, f.Reason)
 	}
+}
+
+// applied is a replay's after cell: not yet, or what its consumer did.
+func applied(a *replay.After) string {
+	if a == nil {
+		return "-"
+	}
+	return a.Result + " " + stamp(a.AppliedAt)
+}
+
+// bodySize is the size of a message's body as stored.
+func bodySize(q replay.MessageDetail) int {
+	if q.BodyEncoding == "base64" {
+		return base64.StdEncoding.DecodedLen(len(q.Body))
+	}
+	return len(q.Body)
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/media"
 	"github.com/aivedio/pipeline/shared/provider"
+	"github.com/aivedio/pipeline/shared/replay"
 	"github.com/aivedio/pipeline/shared/slots"
 )
 
@@ -93,7 +94,7 @@ var constructors = map[string]Constructor{
 	},
 	reconcile.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
 		return reconcile.New(reconcile.Params{Pool: d.Pool, Provider: d.Provider, Slots: d.Slots, Journey: d.Journey,
-			Timeout: d.ProviderTimeout, Logger: d.Logger}), nil
+			Timeout: d.ProviderTimeout, Replays: replay.NewDesk(d.Pool, ReplayRules()), Logger: d.Logger}), nil
 	},
 }
 

@@ -30,10 +30,12 @@ import (
 	"github.com/aivedio/pipeline/migrations"
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/blob"
+	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/media"
 	"github.com/aivedio/pipeline/shared/provider"
+	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/replay"
 	"github.com/aivedio/pipeline/shared/slots"
 	"github.com/aivedio/pipeline/shared/task"
@@ -167,7 +169,8 @@ func start(ctx context.Context, o options) (*environment, error) {
 		return nil, err
 	}
 	reg := telemetry.NewRegistry()
-	reg.MustRegister(stage.Collector(), inbox.Collector(), provider.IdentityCollector(), replay.Collector())
+	reg.MustRegister(stage.Collector(), inbox.Collector(), provider.IdentityCollector(), replay.Collector(),
+		quarantine.Collector(e.pool, catalog.Groups()))
 	gauges := task.StateGauges(e.pool)
 	e.closers = append(e.closers, gauges.Close)
 	reg.MustRegister(gauges)

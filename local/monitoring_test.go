@@ -30,9 +30,11 @@ import (
 	"github.com/aivedio/pipeline/functions/render"
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/billing"
+	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/media"
 	"github.com/aivedio/pipeline/shared/provider"
+	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/replay"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/telemetry"
@@ -160,7 +162,8 @@ func registeredSeries(t *testing.T) map[string][]string {
 	t.Cleanup(func() { _ = rdb.Close() })
 
 	reg := telemetry.NewRegistry()
-	reg.MustRegister(stage.Collector(), inbox.Collector(), provider.IdentityCollector(), replay.Collector(), task.StateGauges(pool))
+	reg.MustRegister(stage.Collector(), inbox.Collector(), provider.IdentityCollector(), replay.Collector(), task.StateGauges(pool),
+		quarantine.Collector(pool, catalog.Groups()))
 	reg.MustRegister(media.Collectors()...)
 	reg.MustRegister(render.Collectors()...)
 	relay.NewMetrics(reg)

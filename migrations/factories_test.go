@@ -87,10 +87,10 @@ func insertReservation(ctx context.Context, q querier, tenantID, taskID uuid.UUI
 	return err
 }
 
-func insertQuarantine(ctx context.Context, q querier, consumer, messageID string) error {
+func insertQuarantine(ctx context.Context, q querier, consumer, eventID string) error {
 	_, err := q.Exec(ctx, `INSERT INTO message_quarantine
-		(consumer_name, message_id, topic, error_class, error_code, delivery_attempt, body, source)
-		VALUES ($1, $2, 'asset.fetch', 'PERMANENT', 'ENVELOPE_INVALID', 1, '\x00', 'ADAPTER')`, consumer, messageID)
+		(consumer_name, event_id, message_id, topic, error_class, error_code, category, delivery_attempt, body, source)
+		VALUES ($1, $2, gen_random_uuid()::text, 'asset.fetch', 'PERMANENT', 'ENVELOPE_INVALID', 'DATA_DEFECT', 1, '\x00', 'ADAPTER')`, consumer, eventID)
 	return err
 }
 

@@ -40,6 +40,15 @@ func Down(ctx context.Context, databaseURL string) error {
 	return nil
 }
 
+// To migrates the database at databaseURL up or down to version, the
+// number that starts a migration's file name.
+func To(ctx context.Context, databaseURL string, version uint) error {
+	if err := run(ctx, databaseURL, func(m *migrate.Migrate) error { return m.Migrate(version) }); err != nil {
+		return fmt.Errorf("migrate to version %d: %w", version, err)
+	}
+	return nil
+}
+
 // run opens a migrator, runs step with it and closes it. golang-migrate takes
 // no context: cancelling ctx asks it to stop between two migrations, so the
 // one being applied still completes or rolls back as a whole.

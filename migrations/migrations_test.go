@@ -22,7 +22,7 @@ import (
 var allTables = []string{
 	"outbox_events", "inbox_dedup", "message_quarantine", "message_replays",
 	"tenants", "api_keys", "generation_tasks", "task_attempts", "task_events", "assets", "render_jobs",
-	"credit_accounts", "credit_reservations", "credit_ledger", "derivative_failures", "projects", "project_revisions", "render_chunks",
+	"credit_accounts", "credit_reservations", "credit_ledger", "derivative_failures", "delivery_failures", "projects", "project_revisions", "render_chunks",
 }
 
 // taskStates are the firm generation task states of DESIGN.md §5.
@@ -89,11 +89,13 @@ func TestUniqueKeys(t *testing.T) {
 			},
 		},
 		{
-			name:       "message_quarantine consumer and message id",
-			constraint: "message_quarantine_consumer_message_key",
+			// Seed 7.6.5's key: the same event and payload under another
+			// broker message id is the same quarantined message.
+			name:       "message_quarantine consumer, event and payload",
+			constraint: "message_quarantine_event_payload_key",
 			insert: func(t *testing.T, tx pgx.Tx) func() error {
-				messageID := newID(t).String()
-				return func() error { return insertQuarantine(t.Context(), tx, "cg.asset.fetch.v1", messageID) }
+				eventID := newID(t).String()
+				return func() error { return insertQuarantine(t.Context(), tx, "cg.asset.fetch.v1", eventID) }
 			},
 		},
 		{
@@ -225,8 +227,20 @@ func TestChecks(t *testing.T) {
 		}},
 		{"quarantine source", func(t *testing.T, tx pgx.Tx) error {
 			_, err := tx.Exec(t.Context(), `INSERT INTO message_quarantine
-				(consumer_name, message_id, topic, error_class, error_code, delivery_attempt, body, source)
-				VALUES ('cg', 'm1', 'asset.fetch', 'PERMANENT', 'BAD', 1, '', 'SOMEWHERE')`)
+				(consumer_name, message_id, topic, error_class, error_code, category, delivery_attempt, body, source)
+				VALUES ('cg', 'm1', 'asset.fetch', 'PERMANENT', 'BAD', 'DATA_DEFECT', 1, '', 'SOMEWHERE')`)
+			return err
+		}},
+		{"quarantine category", func(t *testing.T, tx pgx.Tx) error {
+			_, err := tx.Exec(t.Context(), `INSERT INTO message_quarantine
+				(consumer_name, message_id, topic, error_class, error_code, category, delivery_attempt, body, source)
+				VALUES ('cg', 'm1', 'asset.fetch', 'PERMANENT', 'BAD', 'BAD_LUCK', 1, '', 'ADAPTER')`)
+			return err
+		}},
+		{"discard without its audit", func(t *testing.T, tx pgx.Tx) error {
+			_, err := tx.Exec(t.Context(), `INSERT INTO message_quarantine
+				(consumer_name, message_id, topic, error_class, error_code, category, delivery_attempt, body, source, status, discarded_at)
+				VALUES ('cg', 'm1', 'asset.fetch', 'PERMANENT', 'BAD', 'DATA_DEFECT', 1, '', 'ADAPTER', 'DISCARDED', now())`)
 			return err
 		}},
 		{"half a relay lease", func(t *testing.T, tx pgx.Tx) error {

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -243,8 +245,11 @@ func TestSecondCopyOfAMessageWritesNoSecondRow(t *testing.T) {
 	require.Equal(t, []string{messageID}, fake.acked, "the copy is ACKed")
 
 	got := rows(t, tb.pool)
-	require.Len(t, got, 1, "one row per (consumer, message id)")
-	require.Equal(t, testGroup.MaxDeliveryAttempts+1, got[0].DeliveryAttempt, "the first record stays")
+	require.Len(t, got, 1, "one row per consumer, event and payload")
+	require.Equal(t, testGroup.MaxDeliveryAttempts+6, got[0].DeliveryAttempt, "the latest attempt seen")
+	var count int
+	require.NoError(t, tb.pool.QueryRow(ctx, `SELECT delivery_count FROM message_quarantine`).Scan(&count))
+	require.Equal(t, testGroup.MaxDeliveryAttempts+1, count, "the group's attempts, then one repeat")
 }
 
 func TestDrainerKilledBetweenWriteAndAckLosesNothing(t *testing.T) {
@@ -459,6 +464,27 @@ func (db *failingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.
 	}
 	return db.next.Exec(ctx, sql, args...)
 }
+
+func (db *failingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if !strings.Contains(sql, "INSERT INTO message_quarantine") { // a read before the write; the write is what fails
+		if db.next == nil {
+			return noRow{}
+		}
+		return db.next.QueryRow(ctx, sql, args...)
+	}
+	if n := db.calls.Add(1); db.next == nil || n <= db.failures {
+		return pgxErrRow{}
+	}
+	return db.next.QueryRow(ctx, sql, args...)
+}
+
+type pgxErrRow struct{}
+
+func (pgxErrRow) Scan(...any) error { return errors.New("database is down") }
+
+type noRow struct{}
+
+func (noRow) Scan(...any) error { return pgx.ErrNoRows }
 
 // newTestLogger writes the drainer's log to the test's output.
 func newTestLogger(t *testing.T) *slog.Logger {

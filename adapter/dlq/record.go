@@ -57,9 +57,13 @@ func (d *Drainer) entry(ctx context.Context, msg *mq.Received) quarantine.Entry 
 		ErrorDetail: fmt.Sprintf("consumer group %s did not settle the message within its %d delivery attempts; the broker moved it to %s",
 			d.p.Group.Name, d.p.Group.MaxDeliveryAttempts, d.p.Group.DLQTopic()),
 		DeliveryAttempt: msg.DeliveryAttempt,
-		Properties:      msg.Properties,
-		Body:            msg.Body,
-		Source:          quarantine.SourceDLQ,
+		// What the broker counted before it gave up; the source adapter's
+		// failure record, when there is one, says exactly.
+		DeliveryCount: d.p.Group.MaxDeliveryAttempts,
+		Keys:          msg.Keys,
+		Properties:    msg.Properties,
+		Body:          msg.Body,
+		Source:        quarantine.SourceDLQ,
 	}
 }
 

@@ -429,6 +429,9 @@ func (s *Source) settle(ctx context.Context, log *slog.Logger, c mq.Consumer, ms
 	defer cancel()
 	switch {
 	case err == nil:
+		if msg.DeliveryAttempt > 1 {
+			s.forgetFailures(sctx, log, msg)
+		}
 		if ackErr := c.Ack(sctx, msg); ackErr != nil {
 			// The effect is committed. The message comes back, or already
 			// came back if its receipt expired during a slow delivery, and
@@ -453,8 +456,33 @@ func (s *Source) settle(ctx context.Context, log *slog.Logger, c mq.Consumer, ms
 		return resultQuarantined
 	default:
 		log.WarnContext(ctx, "delivery failed; retrying later", slog.String("error", err.Error()))
+		s.recordFailure(sctx, log, msg, ev, err)
 		s.retry(sctx, log, c, msg)
 		return resultRetry
+	}
+}
+
+// recordFailure keeps the handler's error of a delivery that will be
+// retried, so that if the broker gives up on the message and moves it to
+// the dead-letter topic, its quarantine row says why. It is written before
+// the message goes back to the broker, which moves it only after that.
+// Failing to record costs only the explanation: the retry goes ahead.
+func (s *Source) recordFailure(ctx context.Context, log *slog.Logger, msg *mq.Received, ev *event.Event, cause error) {
+	_, code := outcome.Of(cause)
+	f := quarantine.Failure{Consumer: s.p.Group.Name, MessageID: msg.MessageID, Code: code, Detail: cause.Error()}
+	if ev != nil {
+		f.EventID = ev.ID()
+	}
+	if err := quarantine.RecordFailure(ctx, s.p.Quarantine, f); err != nil {
+		log.WarnContext(ctx, "could not record the failed delivery; a dead letter would not say why", slog.String("error", err.Error()))
+	}
+}
+
+// forgetFailures drops the failure record of a redelivered message that
+// was settled after all.
+func (s *Source) forgetFailures(ctx context.Context, log *slog.Logger, msg *mq.Received) {
+	if err := quarantine.ForgetFailure(ctx, s.p.Quarantine, s.p.Group.Name, msg.MessageID); err != nil {
+		log.WarnContext(ctx, "could not drop the failure record of a settled message; the reconciler prunes it", slog.String("error", err.Error()))
 	}
 }
 
@@ -476,6 +504,7 @@ func (s *Source) quarantine(ctx context.Context, msg *mq.Received, ev *event.Eve
 		ErrorCode:       code,
 		ErrorDetail:     cause.Error(),
 		DeliveryAttempt: msg.DeliveryAttempt,
+		Keys:            msg.Keys,
 		Properties:      msg.Properties,
 		Body:            msg.Body,
 		Source:          quarantine.SourceAdapter,

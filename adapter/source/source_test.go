@@ -13,6 +13,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -234,11 +235,18 @@ func TestFailingEveryTimeEndsInDeadLetters(t *testing.T) {
 }
 
 // failingExec is a database that refuses every write.
-type failingExec struct{ quarantine.Execer } // only Exec is used
+// failingExec is a database that cannot be reached.
+type failingExec struct{ quarantine.Execer } // only Exec and QueryRow are used
 
 func (failingExec) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
 	return pgconn.CommandTag{}, errors.New("connection refused")
 }
+
+func (failingExec) QueryRow(context.Context, string, ...any) pgx.Row { return errRow{} }
+
+type errRow struct{}
+
+func (errRow) Scan(...any) error { return errors.New("connection refused") }
 
 func TestPoisonIsNotAckedWhenQuarantineFails(t *testing.T) {
 	t.Parallel()

@@ -27,6 +27,7 @@ import (
 //	GET  /v1/admin/quarantine/{id}             one message whole, with its replays
 //	POST /v1/admin/replays/plan                dry run {event_id | quarantine_id, consumer?, operator?}
 //	GET  /v1/admin/replays/{id}                a replay and its audit trail
+//	POST /v1/admin/quarantine/{id}/discard     {ticket, operator, reason}: closed for good, never replayed
 //	POST /v1/admin/replays/{id}/approve        {ticket, operator, reason}
 //	POST /v1/admin/replays/{id}/execute        {operator?}
 //	POST /v1/admin/replays/bulk/plan           {consumer, error_class?, error_code?, since?, until?, limit?}
@@ -44,6 +45,7 @@ const (
 	CodeReplayNotApproved = "replay_not_approved" // 409: execute of a dry run that was never approved
 	CodeReplayDecided     = "replay_decided"      // 409: approve of a replay already approved or refused
 	CodeQuarantineChanged = "quarantine_changed"  // 409: a bulk approval's expect no longer matches
+	CodeQuarantineClosed  = "quarantine_closed"   // 409: discard of a message replayed or discarded already
 )
 
 const (
@@ -57,7 +59,7 @@ const (
 )
 
 // listQuarantineParams are the query parameters GET /v1/admin/quarantine takes.
-var listQuarantineParams = []string{"consumer", "error_class", "error_code", "status", "since", "until", "limit"}
+var listQuarantineParams = []string{"consumer", "error_class", "category", "error_code", "status", "since", "until", "limit"}
 
 // listQuarantine serves GET /v1/admin/quarantine.
 func (s *Server) listQuarantine(w http.ResponseWriter, r *http.Request, _ tenant.Principal) *apiError {
@@ -67,7 +69,8 @@ func (s *Server) listQuarantine(w http.ResponseWriter, r *http.Request, _ tenant
 			return errorf(http.StatusBadRequest, CodeInvalidField, "unknown query parameter %q; the accepted ones are %s", truncate(name, 64), joinComma(listQuarantineParams))
 		}
 	}
-	f := quarantine.Filter{Consumer: q.Get("consumer"), ErrorClass: q.Get("error_class"), ErrorCode: q.Get("error_code"), Status: q.Get("status")}
+	f := quarantine.Filter{Consumer: q.Get("consumer"), ErrorClass: q.Get("error_class"), Category: quarantine.Category(q.Get("category")),
+		ErrorCode: q.Get("error_code"), Status: q.Get("status")}
 	if e := s.times(q, &f); e != nil {
 		return e
 	}
@@ -118,6 +121,31 @@ func (s *Server) showQuarantine(w http.ResponseWriter, r *http.Request, _ tenant
 		return s.replayError(ctx, "show quarantined message", err)
 	}
 	writeJSON(w, http.StatusOK, q)
+	return nil
+}
+
+// discardQuarantine serves POST /v1/admin/quarantine/{id}/discard.
+func (s *Server) discardQuarantine(w http.ResponseWriter, r *http.Request, p tenant.Principal) *apiError {
+	id, e := pathID(r, "quarantine id", "GET /v1/admin/quarantine")
+	if e != nil {
+		return e
+	}
+	var d replay.Decision
+	if e := decodeJSON(w, r, s.limits.MaxBodyBytes, &d); e != nil {
+		return e
+	}
+	if d.Operator, e = operatorOf(p, d.Operator, true); e != nil {
+		return e
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), dbTimeout)
+	defer cancel()
+	out, err := s.replay.Discard(ctx, id, d)
+	if err != nil {
+		return s.replayError(ctx, "discard quarantined message", err)
+	}
+	s.audit(ctx, "quarantine discarded", p, slog.String("quarantine_id", id.String()), slog.String("ticket", d.Ticket),
+		slog.String("consumer_group", out.Consumer), slog.Int64("rows", out.Rows))
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -391,6 +419,8 @@ func (s *Server) replayError(ctx context.Context, what string, err error) *apiEr
 		return errorf(http.StatusConflict, CodeReplayDecided, "%s", err.Error())
 	case errors.Is(err, replay.ErrChanged):
 		return errorf(http.StatusConflict, CodeQuarantineChanged, "%s", err.Error())
+	case errors.Is(err, replay.ErrNotOpen):
+		return errorf(http.StatusConflict, CodeQuarantineClosed, "%s", err.Error())
 	}
 	return s.internal(ctx, what, err)
 }

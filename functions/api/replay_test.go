@@ -33,6 +33,7 @@ import (
 var replayRoutes = []struct{ method, path, body string }{
 	{http.MethodGet, "/v1/admin/quarantine", ""},
 	{http.MethodGet, "/v1/admin/quarantine/" + uuid.NewString(), ""},
+	{http.MethodPost, "/v1/admin/quarantine/" + uuid.NewString() + "/discard", `{"ticket":"T","operator":"O","reason":"R"}`},
 	{http.MethodPost, "/v1/admin/replays/plan", `{"event_id":"` + uuid.NewString() + `"}`},
 	{http.MethodGet, "/v1/admin/replays/" + uuid.NewString(), ""},
 	{http.MethodPost, "/v1/admin/replays/" + uuid.NewString() + "/approve", `{"ticket":"T","operator":"O","reason":"R"}`},
@@ -143,6 +144,38 @@ func TestReplayOfStaleSubmitThroughTheAPI(t *testing.T) {
 	for i, who := range []string{"alice", "bob", "carol"} {
 		require.True(t, strings.HasPrefix(audited.Steps[i].Operator, who+" (api key "), audited.Steps[i].Operator)
 	}
+
+	// Replayed, the message cannot be discarded too.
+	r = admin(http.MethodPost, "/v1/admin/quarantine/"+qid.String()+"/discard", `{"ticket":"OPS-8","operator":"dan","reason":"late"}`)
+	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
+	require.Equal(t, "quarantine_closed", r.errorCode(t))
+	require.Contains(t, r.message(t), "REPLAYED already")
+}
+
+// TestDiscardThroughTheAPI: an admin closes a message for good under a
+// ticket; the audit names the person and the key, and the list shows it.
+func TestDiscardThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, tenantKey := b.tenant(t, 1000, tenant.RoleTenant)
+	_, adminKey := b.tenant(t, 0, tenant.RoleAdmin)
+	id := b.createTask(t, tenantKey)
+	qid := b.quarantineEvent(t, catalog.GroupSubmit, b.submitEvent(t, id))
+	r := b.do(t, http.MethodPost, "/v1/admin/quarantine/"+qid.String()+"/discard", adminKey,
+		`{"ticket":"OPS-9","operator":"bob","reason":"load-test traffic"}`, "Content-Type", "application/json")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var d replay.Discarded
+	require.NoError(t, json.Unmarshal(r.body, &d))
+	require.EqualValues(t, 1, d.Rows)
+	require.True(t, strings.HasPrefix(d.Discard.Operator, "bob (api key "), d.Discard.Operator)
+
+	r = b.do(t, http.MethodGet, "/v1/admin/quarantine?status=DISCARDED&category=dependency", adminKey, "")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var listed struct{ Items []quarantine.Message }
+	require.NoError(t, json.Unmarshal(r.body, &listed))
+	require.Len(t, listed.Items, 1)
+	require.Equal(t, "OPS-9", listed.Items[0].Discard.Ticket)
+	require.Equal(t, "team-generation", listed.Items[0].Owner)
 }
 
 func TestBulkReplayThroughTheAPIChargesOnce(t *testing.T) {
@@ -217,6 +250,10 @@ func TestReplayEndpointsExplainBadRequests(t *testing.T) {
 		{http.MethodGet, "/v1/admin/quarantine?status=LOST", "", 400, "invalid_field", "status"},
 		{http.MethodGet, "/v1/admin/quarantine/q-1", "", 400, "invalid_id", "is not a quarantine id"},
 		{http.MethodGet, "/v1/admin/quarantine/" + uuid.NewString(), "", 404, "not_found", "no quarantined message"},
+		{http.MethodGet, "/v1/admin/quarantine?category=BAD_LUCK", "", 400, "invalid_field", `category "BAD_LUCK"`},
+		{http.MethodPost, "/v1/admin/quarantine/" + uuid.NewString() + "/discard", `{"operator":"O","reason":"R"}`, 400, "invalid_field", "ticket is required"},
+		{http.MethodPost, "/v1/admin/quarantine/" + uuid.NewString() + "/discard", `{"ticket":"T","reason":"R"}`, 400, "invalid_field", "operator is required"},
+		{http.MethodPost, "/v1/admin/quarantine/" + uuid.NewString() + "/discard", `{"ticket":"T","operator":"O","reason":"R"}`, 404, "not_found", "no quarantined message"},
 		{http.MethodPost, "/v1/admin/replays/plan", `{}`, 400, "invalid_field", "exactly one of event_id and quarantine_id"},
 		{http.MethodPost, "/v1/admin/replays/plan", `{"event_id":"e-1"}`, 400, "invalid_field", `event_id "e-1" is not a UUID`},
 		{http.MethodPost, "/v1/admin/replays/plan", `{"event_id":"` + uuid.NewString() + `","ticket":"T"}`, 400, "unknown_field", `unknown field "ticket"`},

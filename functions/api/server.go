@@ -212,6 +212,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /v1/admin/tenants", s.adminRoute(s.createTenant))
 	mux.Handle("GET /v1/admin/quarantine", s.adminRoute(s.listQuarantine))
 	mux.Handle("GET /v1/admin/quarantine/{id}", s.adminRoute(s.showQuarantine))
+	mux.Handle("POST /v1/admin/quarantine/{id}/discard", s.adminRoute(s.discardQuarantine))
 	mux.Handle("POST /v1/admin/replays/plan", s.adminRoute(s.planReplay))
 	mux.Handle("GET /v1/admin/replays/{id}", s.adminRoute(s.getReplay))
 	mux.Handle("POST /v1/admin/replays/{id}/approve", s.adminRoute(s.approveReplay))

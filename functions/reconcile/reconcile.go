@@ -50,7 +50,16 @@ type Params struct {
 	Slots    *slots.Limiter
 	Journey  config.Journey
 	Timeout  time.Duration
-	Logger   *slog.Logger
+	// Replays records executed replays' after-snapshots on each scan
+	// (replay.Desk); nil skips it.
+	Replays ReplayRecorder
+	Logger  *slog.Logger
+}
+
+// ReplayRecorder is what a scan asks to record the outcome of replays
+// whose event was applied since the last scan: a *replay.Desk.
+type ReplayRecorder interface {
+	RecordOutcomes(ctx context.Context) (int, error)
 }
 
 type reconciler struct{ Params }
@@ -69,7 +78,8 @@ func New(p Params) *stage.Function {
 		}
 		r.Logger.InfoContext(ctx, "reconcile scan", slog.String("trigger", ev.Type()), slog.Any("rescued", rep.Rescued),
 			slog.Int("settled", rep.Settled), slog.Int("needs_attention", rep.NeedsAttention), slog.Any("uploads", rep.Uploads), slog.Any("renders", rep.Renders),
-			slog.Int("stale_outbox_rows", rep.StaleOutboxRows), slog.Duration("oldest_unpublished", rep.OldestUnpublished))
+			slog.Int("stale_outbox_rows", rep.StaleOutboxRows), slog.Duration("oldest_unpublished", rep.OldestUnpublished),
+			slog.Int("replays_applied", rep.ReplaysApplied), slog.Int64("delivery_failures_pruned", rep.FailuresPruned))
 		return nil
 	}
 	return stage.Combine(stage.Params{Name: Name, Logger: p.Logger, Triggers: map[string]stage.TriggerFunc{ScanEventType: scan, PingEventType: scan}},

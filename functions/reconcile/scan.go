@@ -15,6 +15,7 @@ import (
 	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
@@ -51,7 +52,14 @@ type ScanReport struct {
 	Renders            RenderReport
 	StaleOutboxRows    int           // unpublished rows older than OUTBOX_STALE_AFTER
 	OldestUnpublished  time.Duration // age of the oldest unpublished row
+	ReplaysApplied     int           // executed replays whose after-snapshot was recorded
+	FailuresPruned     int64         // delivery failure records of messages long gone
 }
+
+// failureRetention is how long a message's failure record outlives its
+// last failure: far beyond any broker retry schedule, so what it prunes
+// belongs to messages settled by a process that died before forgetting.
+const failureRetention = 7 * 24 * time.Hour
 
 // Scan looks for tasks whose progress was lost (an event that died with a
 // broker, a delayed wake-up that never came, a stage that crashed after
@@ -124,6 +132,14 @@ func (r *reconciler) Scan(ctx context.Context) (ScanReport, error) {
 		return rep, err
 	}
 	if rep.Renders, err = r.settleRenders(ctx, now); err != nil {
+		return rep, err
+	}
+	if r.Replays != nil {
+		if rep.ReplaysApplied, err = r.Replays.RecordOutcomes(ctx); err != nil {
+			return rep, err
+		}
+	}
+	if rep.FailuresPruned, err = quarantine.PruneFailures(ctx, r.Pool, failureRetention); err != nil {
 		return rep, err
 	}
 	var oldest float64

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // MessageType is a RocketMQ 5 topic message type; the proxy refuses a message
@@ -126,7 +127,12 @@ type Group struct {
 	// to the group's dead-letter topic, which `adapter dlq drain` quarantines.
 	MaxDeliveryAttempts int
 	// Orderly groups consume a FIFO topic one message at a time per message group.
-	Orderly       bool
+	Orderly bool
+	// Owner is the team that handles the group's quarantine (seed 7.12.2),
+	// and HandleWithin how long after its first failure a quarantined
+	// message may stay open before it is overdue and alerts.
+	Owner         string
+	HandleWithin  time.Duration
 	Subscriptions []Subscription
 }
 
@@ -138,16 +144,36 @@ func (g Group) DLQTopic() string { return "%DLQ%" + g.BrokerName() }
 
 // Consumer groups (DESIGN.md §3).
 var (
-	GroupSubmit    = Group{"cg.scheduler.submit.v1", "submit", 16, false, []Subscription{{GenerationSubmit, []string{EventSubmitRequested}}, {GenerationSubmitDelay, []string{EventSubmitRequested}}}}
-	GroupPoll      = Group{"cg.provider.poll.v1", "poll", 16, false, []Subscription{{GenerationPollDelay, []string{EventPollDue}}}}
-	GroupCallback  = Group{"cg.callback.apply.v1", "poll", 16, false, []Subscription{{GenerationCallback, []string{EventCallbackReceived}}}}
-	GroupFetch     = Group{"cg.asset.fetch.v1", "fetch", 16, false, []Subscription{{AssetFetch, []string{EventFetchRequested}}, {AssetFetchDelay, []string{EventFetchRequested}}}}
-	GroupProbe     = Group{"cg.asset.probe.v1", "probe", 16, false, []Subscription{{AssetPostprocess, []string{TagProbe}}}}
-	GroupTranscode = Group{"cg.asset.transcode.v1", "transcode", 16, false, []Subscription{{AssetPostprocess, []string{TagTranscodeProxy, TagThumbnail, TagWaveform}}}}
-	GroupRender    = Group{"cg.render.export.v1", "render", 8, false, []Subscription{{RenderExport, []string{EventRenderRequested}}}}
-	GroupSettle    = Group{"cg.billing.settle.v1", "settle", 16, false, []Subscription{{BillingSettle, []string{EventSettleRequested}}}}
-	GroupNotify    = Group{"cg.notification.push.v1", "notify", 8, true, []Subscription{{GenerationStateFIFO, []string{EventTaskStateChanged}}}}
-	GroupReconcile = Group{"cg.reconcile.v1", "reconcile", 16, false, []Subscription{{ReconcileDelay, []string{EventReconcileDue}}}}
+	GroupSubmit = Group{Name: "cg.scheduler.submit.v1", Stage: "submit", MaxDeliveryAttempts: 16,
+		Owner: "team-generation", HandleWithin: 4 * time.Hour,
+		Subscriptions: []Subscription{{GenerationSubmit, []string{EventSubmitRequested}}, {GenerationSubmitDelay, []string{EventSubmitRequested}}}}
+	GroupPoll = Group{Name: "cg.provider.poll.v1", Stage: "poll", MaxDeliveryAttempts: 16,
+		Owner: "team-generation", HandleWithin: 4 * time.Hour,
+		Subscriptions: []Subscription{{GenerationPollDelay, []string{EventPollDue}}}}
+	GroupCallback = Group{Name: "cg.callback.apply.v1", Stage: "poll", MaxDeliveryAttempts: 16,
+		Owner: "team-generation", HandleWithin: 4 * time.Hour,
+		Subscriptions: []Subscription{{GenerationCallback, []string{EventCallbackReceived}}}}
+	GroupFetch = Group{Name: "cg.asset.fetch.v1", Stage: "fetch", MaxDeliveryAttempts: 16,
+		Owner: "team-media", HandleWithin: 8 * time.Hour,
+		Subscriptions: []Subscription{{AssetFetch, []string{EventFetchRequested}}, {AssetFetchDelay, []string{EventFetchRequested}}}}
+	GroupProbe = Group{Name: "cg.asset.probe.v1", Stage: "probe", MaxDeliveryAttempts: 16,
+		Owner: "team-media", HandleWithin: 8 * time.Hour,
+		Subscriptions: []Subscription{{AssetPostprocess, []string{TagProbe}}}}
+	GroupTranscode = Group{Name: "cg.asset.transcode.v1", Stage: "transcode", MaxDeliveryAttempts: 16,
+		Owner: "team-media", HandleWithin: 8 * time.Hour,
+		Subscriptions: []Subscription{{AssetPostprocess, []string{TagTranscodeProxy, TagThumbnail, TagWaveform}}}}
+	GroupRender = Group{Name: "cg.render.export.v1", Stage: "render", MaxDeliveryAttempts: 8,
+		Owner: "team-media", HandleWithin: 8 * time.Hour,
+		Subscriptions: []Subscription{{RenderExport, []string{EventRenderRequested}}}}
+	GroupSettle = Group{Name: "cg.billing.settle.v1", Stage: "settle", MaxDeliveryAttempts: 16,
+		Owner: "team-billing", HandleWithin: 2 * time.Hour,
+		Subscriptions: []Subscription{{BillingSettle, []string{EventSettleRequested}}}}
+	GroupNotify = Group{Name: "cg.notification.push.v1", Stage: "notify", MaxDeliveryAttempts: 8, Orderly: true,
+		Owner: "team-notifications", HandleWithin: 24 * time.Hour,
+		Subscriptions: []Subscription{{GenerationStateFIFO, []string{EventTaskStateChanged}}}}
+	GroupReconcile = Group{Name: "cg.reconcile.v1", Stage: "reconcile", MaxDeliveryAttempts: 16,
+		Owner: "team-generation", HandleWithin: 4 * time.Hour,
+		Subscriptions: []Subscription{{ReconcileDelay, []string{EventReconcileDue}}}}
 )
 
 // DLQDrain is the group `adapter dlq drain` reads dead-letter topics with.

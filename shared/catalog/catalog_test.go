@@ -3,6 +3,7 @@ package catalog_test
 import (
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -44,6 +45,10 @@ func TestGroupsSubscribeToCatalogTopics(t *testing.T) {
 	for _, g := range catalog.Groups() {
 		require.NotEmpty(t, g.Subscriptions, g.Name)
 		require.Greater(t, g.MaxDeliveryAttempts, 1, g.Name)
+		// Seed 7.12.2: every core group's dead letters have an owner and a deadline.
+		require.Regexp(t, `^team-[a-z]+$`, g.Owner, g.Name)
+		require.GreaterOrEqual(t, g.HandleWithin, time.Hour, g.Name)
+		require.LessOrEqual(t, g.HandleWithin, 7*24*time.Hour, "%s: past the replay window a quarantined message cannot be replayed", g.Name)
 		for _, s := range g.Subscriptions {
 			require.True(t, topics[s.Topic], "%s reads %s, which is not in the catalog", g.Name, s.Topic.Name)
 			// An orderly group is what makes a FIFO topic deliver in order.

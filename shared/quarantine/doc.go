@@ -1,23 +1,37 @@
-// Package quarantine owns message_quarantine (DESIGN.md §6): the messages
-// that can never be processed, poison the source adapter refused and dead
-// letters the DLQ drain moved out of the broker, kept whole so they can be
-// inspected and replayed. It is the one place that reads and writes the
-// table.
+// Package quarantine owns message_quarantine (DESIGN.md §6, seed 7.6.5 and
+// 7.12.2): the messages that can never be processed, poison the source
+// adapter refused and dead letters the DLQ drain moved out of the broker,
+// kept whole so they can be inspected and replayed, with what a person
+// needs to triage them. It is the one place that reads and writes the
+// table, and delivery_failures beside it.
 //
 // # Writing
 //
-// [Write] is idempotent on (consumer, broker message id): a crash between the
-// write and the broker ACK, or the same message quarantined once by the
-// adapter and again from the dead-letter queue, leaves one row. The caller
-// ACKs only after Write returned nil, so a message is never both unrecorded
-// and settled.
+// [Write] is idempotent on the seed's key, (consumer, event id, payload
+// hash): a crash between the write and the broker ACK, the same message
+// quarantined by the adapter and again from the dead-letter queue, or the
+// same event published twice, is one row whose delivery count and last
+// failure move. The caller ACKs only after Write returned nil, so a message
+// is never both unrecorded and settled. A row gets its category
+// ([Categorize]: code defect, data defect, permission, dependency, dirty
+// history) from its error code, and a redacted, bounded [Snapshot] of its
+// payload; the body is kept whole for replay.
+//
+// The source adapter records each retried failure with [RecordFailure]
+// before it hands the message back to the broker; when the broker gives up,
+// Write folds that record into the dead letter's row, so the row keeps the
+// handler's own last error and its first failure. [ForgetFailure] drops the
+// record of a message settled after all, and [PruneFailures] what a dead
+// process left behind.
 //
 // # Reading
 //
-// [List] selects rows by a [Filter] (consumer, error class or code, status,
-// time range), oldest first, without their bodies; [Read] and [OfEvent]
-// return rows whole, properties and body as the broker message had them.
-// [SelectEvents], [Copies] and [MarkReplayed] serve replay (shared/replay):
-// one row per event however often it was quarantined, and every copy of an
-// event marked REPLAYED in the transaction that writes its replay.
+// [List] selects rows by a [Filter] (consumer, error class, category or
+// code, status, time range), oldest first, without their bodies; [Read] and
+// [OfEvent] return rows whole. Every row carries its group's owner and
+// handling deadline from the catalog; [OpenCounts] and [Collector] export
+// the open ones for alerting. [SelectEvents], [Copies], [MarkReplayed] and
+// [MarkDiscarded] serve replay (shared/replay): one row per event however
+// many payloads it came with, and every open row of an event closed in the
+// transaction that decides it.
 package quarantine

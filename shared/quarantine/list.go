@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +41,8 @@ func invalidf(format string, args ...any) error {
 type Filter struct {
 	Consumer   string `json:"consumer,omitempty"`
 	ErrorClass string `json:"error_class,omitempty"`
+	// Category is one of [Categories]; empty takes them all.
+	Category Category `json:"category,omitempty"`
 	// ErrorCode is an exact code, or a prefix followed by "*"
 	// ("envelope.*").
 	ErrorCode string `json:"error_code,omitempty"`
@@ -71,6 +74,10 @@ func (f Filter) Normalize() (Filter, error) {
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
 		return f, invalidf("since (%s) must be before until (%s)", f.Since.UTC().Format(time.RFC3339), f.Until.UTC().Format(time.RFC3339))
 	}
+	f.Category = Category(strings.ToUpper(strings.TrimSpace(string(f.Category))))
+	if f.Category != "" && !slices.Contains(Categories(), f.Category) {
+		return f, invalidf("category %q is not one of %v", f.Category, Categories())
+	}
 	if strings.Contains(strings.TrimSuffix(f.ErrorCode, "*"), "*") {
 		return f, invalidf("error code %q: '*' may only end a prefix, as in envelope.*", f.ErrorCode)
 	}
@@ -95,6 +102,9 @@ func (f Filter) where() (string, []any) {
 	}
 	if f.ErrorClass != "" {
 		add("error_class = $?", f.ErrorClass)
+	}
+	if f.Category != "" {
+		add("category = $?", string(f.Category))
 	}
 	if prefix, ok := strings.CutSuffix(f.ErrorCode, "*"); ok {
 		if prefix != "" {
@@ -194,4 +204,36 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 		return now.Add(-d).UTC(), nil
 	}
 	return time.Time{}, invalidf("time %q is neither RFC 3339 (2026-11-30T08:00:00Z) nor an age such as 90m, 24h or 7d", s)
+}
+
+// Open counts the open messages of one consumer group by category: how
+// many, how many are past the group's handling deadline at now, and when
+// the oldest first failed.
+type Open struct {
+	Consumer     string
+	Category     Category
+	Count        int
+	Overdue      int
+	OldestFailed time.Time
+}
+
+// OpenCounts reads the open messages of consumer (every consumer when
+// empty) by category. handleWithin is the group's deadline (0: none is
+// overdue).
+func OpenCounts(ctx context.Context, db pg.Querier, consumer string, handleWithin time.Duration) ([]Open, error) {
+	deadline := "false"
+	if handleWithin > 0 {
+		deadline = "first_failed_at < now() - interval '1 millisecond' * " + strconv.FormatInt(handleWithin.Milliseconds(), 10)
+	}
+	rows, err := db.Query(ctx, `SELECT consumer_name, category, count(*), count(*) FILTER (WHERE `+deadline+`), min(first_failed_at)
+		FROM message_quarantine WHERE status = 'QUARANTINED' AND ($1 = '' OR consumer_name = $1)
+		GROUP BY consumer_name, category ORDER BY consumer_name, category`, consumer)
+	if err != nil {
+		return nil, fmt.Errorf("count open quarantine: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Open, error) {
+		var o Open
+		err := r.Scan(&o.Consumer, &o.Category, &o.Count, &o.Overdue, &o.OldestFailed)
+		return o, err
+	})
 }

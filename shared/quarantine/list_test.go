@@ -75,7 +75,9 @@ func TestSelectEventsCountsCopiesOnce(t *testing.T) {
 	event := uuid.NewString()
 	first := deadLetter("cg.scheduler.submit.v1", event, "max_delivery_attempts")
 	again := first
+	// The same event under another payload: a row of its own.
 	again.MessageID, again.ErrorClass, again.Source = uuid.NewString(), "permanent", quarantine.SourceAdapter
+	again.Body = []byte(`{"task_id":"task-1","reused":true}`)
 	for _, e := range []quarantine.Entry{first, again, deadLetter("cg.scheduler.submit.v1", uuid.NewString(), "x.y")} {
 		_, err := quarantine.Write(ctx, pool, e)
 		require.NoError(t, err)

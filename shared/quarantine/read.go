@@ -2,6 +2,8 @@ package quarantine
 
 import (
 	"context"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/ceprops"
 	"github.com/aivedio/pipeline/shared/pg"
 )
@@ -19,21 +22,53 @@ var ErrNotFound = errors.New("quarantined message not found")
 
 // Message is a message_quarantine row without its body.
 type Message struct {
-	QuarantineID    uuid.UUID `json:"quarantine_id"`
-	Consumer        string    `json:"consumer"`
-	EventID         string    `json:"event_id,omitempty"`
-	EventType       string    `json:"event_type,omitempty"`   // from the CE_type property
-	AggregateID     string    `json:"aggregate_id,omitempty"` // from the CE_subject property
-	MessageID       string    `json:"message_id"`
-	Topic           string    `json:"topic"`
-	Tag             string    `json:"tag,omitempty"`
-	ErrorClass      string    `json:"error_class"`
-	ErrorCode       string    `json:"error_code"`
-	ErrorDetail     string    `json:"error_detail,omitempty"`
+	QuarantineID  uuid.UUID `json:"quarantine_id"`
+	Consumer      string    `json:"consumer"`
+	EventID       string    `json:"event_id,omitempty"`
+	EventType     string    `json:"event_type,omitempty"`   // from the CE_type property
+	AggregateID   string    `json:"aggregate_id,omitempty"` // from the CE_subject property
+	MessageID     string    `json:"message_id"`
+	MessageKey    string    `json:"message_key,omitempty"`
+	Topic         string    `json:"topic"`
+	Tag           string    `json:"tag,omitempty"`
+	SchemaVersion int       `json:"schema_version,omitempty"`
+	PayloadHash   string    `json:"payload_hash"` // hex SHA-256 of the body
+	ErrorClass    string    `json:"error_class"`
+	ErrorCode     string    `json:"error_code"`
+	ErrorDetail   string    `json:"error_detail,omitempty"`
+	Category      Category  `json:"category"`
+	// LastErrorCode and LastError are the handler's last error before the
+	// broker gave up on a dead letter, when the source adapter recorded it.
+	LastErrorCode   string    `json:"last_error_code,omitempty"`
+	LastError       string    `json:"last_error,omitempty"`
 	DeliveryAttempt int       `json:"delivery_attempt"`
+	DeliveryCount   int       `json:"delivery_count"`
+	FirstFailedAt   time.Time `json:"first_failed_at"`
+	LastFailedAt    time.Time `json:"last_failed_at"`
 	Source          string    `json:"source"`
 	Status          string    `json:"status"`
 	ReceivedAt      time.Time `json:"received_at"`
+	// Owner and DueAt come from the consumer group's catalog entry: the
+	// team that handles it, and FirstFailedAt plus its handling deadline.
+	Owner string    `json:"owner,omitempty"`
+	DueAt time.Time `json:"due_at,omitzero"`
+	// Snapshot is the body made fit to read: secrets redacted, at most 8 KiB.
+	Snapshot json.RawMessage `json:"payload_snapshot,omitempty"`
+	// Discard is the audit of a DISCARDED row.
+	Discard *Discard `json:"discard,omitempty"`
+}
+
+// Overdue reports whether an open message is past its group's deadline.
+func (m Message) Overdue(now time.Time) bool {
+	return m.Status == Quarantined && !m.DueAt.IsZero() && now.After(m.DueAt)
+}
+
+// Discard is who discarded a message, when, under which ticket and why.
+type Discard struct {
+	At       time.Time `json:"at"`
+	Operator string    `json:"operator"`
+	Ticket   string    `json:"ticket"`
+	Reason   string    `json:"reason"`
 }
 
 // Stored is a message_quarantine row whole: the broker message's
@@ -46,39 +81,61 @@ type Stored struct {
 }
 
 // messageColumns are what scanMessage reads.
-const messageColumns = `quarantine_id, consumer_name, coalesce(event_id::text, ''), message_id, topic, coalesce(tag, ''),
-	error_class, error_code, coalesce(error_detail, ''), delivery_attempt, source, status, received_at, properties`
+const messageColumns = `quarantine_id, consumer_name, coalesce(event_id::text, ''), message_id, coalesce(message_key, ''), topic, coalesce(tag, ''),
+	coalesce(schema_version, 0), payload_hash, error_class, error_code, coalesce(error_detail, ''), category,
+	coalesce(last_error_code, ''), coalesce(last_error, ''), delivery_attempt, delivery_count, first_failed_at, last_failed_at,
+	source, status, received_at, payload_snapshot, discarded_at, coalesce(discarded_by, ''), coalesce(discard_ticket, ''),
+	coalesce(discard_reason, ''), properties`
 
-func scanMessage(r pgx.CollectableRow) (Stored, error) {
-	var m Stored
-	err := r.Scan(&m.QuarantineID, &m.Consumer, &m.EventID, &m.MessageID, &m.Topic, &m.Tag,
-		&m.ErrorClass, &m.ErrorCode, &m.ErrorDetail, &m.DeliveryAttempt, &m.Source, &m.Status, &m.ReceivedAt, &m.Properties)
-	if err != nil {
-		return Stored{}, fmt.Errorf("read quarantine row: %w", err)
-	}
-	m.derive()
-	return m, nil
-}
+func scanMessage(r pgx.CollectableRow) (Stored, error) { return scanRow(r, false) }
 
 // scanStored reads messageColumns followed by the body.
-func scanStored(r pgx.CollectableRow) (Stored, error) {
-	var m Stored
-	err := r.Scan(&m.QuarantineID, &m.Consumer, &m.EventID, &m.MessageID, &m.Topic, &m.Tag,
-		&m.ErrorClass, &m.ErrorCode, &m.ErrorDetail, &m.DeliveryAttempt, &m.Source, &m.Status, &m.ReceivedAt, &m.Properties, &m.Body)
-	if err != nil {
+func scanStored(r pgx.CollectableRow) (Stored, error) { return scanRow(r, true) }
+
+func scanRow(r pgx.CollectableRow, withBody bool) (Stored, error) {
+	var (
+		m           Stored
+		hash        []byte
+		snapshot    []byte
+		discardedAt *time.Time
+		d           Discard
+	)
+	dest := []any{&m.QuarantineID, &m.Consumer, &m.EventID, &m.MessageID, &m.MessageKey, &m.Topic, &m.Tag,
+		&m.SchemaVersion, &hash, &m.ErrorClass, &m.ErrorCode, &m.ErrorDetail, &m.Category,
+		&m.LastErrorCode, &m.LastError, &m.DeliveryAttempt, &m.DeliveryCount, &m.FirstFailedAt, &m.LastFailedAt,
+		&m.Source, &m.Status, &m.ReceivedAt, &snapshot, &discardedAt, &d.Operator, &d.Ticket, &d.Reason, &m.Properties}
+	if withBody {
+		dest = append(dest, &m.Body)
+	}
+	if err := r.Scan(dest...); err != nil {
 		return Stored{}, fmt.Errorf("read quarantine row: %w", err)
+	}
+	m.PayloadHash = hex.EncodeToString(hash)
+	if len(snapshot) > 0 {
+		m.Snapshot = snapshot
+	}
+	if discardedAt != nil {
+		d.At = discardedAt.UTC()
+		m.Discard = &d
 	}
 	m.derive()
 	return m, nil
 }
 
-// derive fills what a row's properties tell.
+// derive fills what a row's properties and its group's catalog entry tell.
 func (m *Stored) derive() {
 	m.ReceivedAt = m.ReceivedAt.UTC()
+	m.FirstFailedAt, m.LastFailedAt = m.FirstFailedAt.UTC(), m.LastFailedAt.UTC()
 	m.EventType = m.Properties[ceprops.Prefix+"type"]
 	m.AggregateID = m.Properties[ceprops.Prefix+"subject"]
 	if m.EventType == "" && strings.Contains(m.Tag, ".") {
 		m.EventType = m.Tag // tags are event types except on asset.postprocess
+	}
+	if g, err := catalog.GroupByName(m.Consumer); err == nil && g.Name == m.Consumer {
+		m.Owner = g.Owner
+		if g.HandleWithin > 0 {
+			m.DueAt = m.FirstFailedAt.Add(g.HandleWithin)
+		}
 	}
 }
 
@@ -112,7 +169,7 @@ func OfEvent(ctx context.Context, q pg.Querier, eventID uuid.UUID, consumer stri
 }
 
 // Copies lists the other open rows of m's event and consumer: the same
-// message quarantined by the adapter and again from the dead-letter queue.
+// event id under another payload.
 func Copies(ctx context.Context, q pg.Querier, m Message) ([]uuid.UUID, error) {
 	if m.EventID == "" {
 		return nil, nil
@@ -133,6 +190,36 @@ func MarkReplayed(ctx context.Context, tx pgx.Tx, consumer, eventID string) (int
 		WHERE consumer_name = $1 AND event_id = $2 AND status = 'QUARANTINED'`, consumer, eventID)
 	if err != nil {
 		return 0, fmt.Errorf("mark quarantine of %s replayed: %w", eventID, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// ErrNotOpen: the message was replayed or discarded already.
+var ErrNotOpen = errors.New("quarantined message is not open")
+
+// MarkDiscarded discards the open row id and the other open rows of its
+// event for its consumer, with the audit d, in tx. It returns the rows
+// marked; a row that is not open is [ErrNotOpen], saying what it is.
+func MarkDiscarded(ctx context.Context, tx pgx.Tx, id uuid.UUID, d Discard) (int64, error) {
+	var consumer, status string
+	var eventID *uuid.UUID
+	err := tx.QueryRow(ctx, `SELECT consumer_name, event_id, status FROM message_quarantine WHERE quarantine_id = $1 FOR UPDATE`, id).
+		Scan(&consumer, &eventID, &status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read quarantine row %s: %w", id, err)
+	}
+	if status != Quarantined {
+		return 0, fmt.Errorf("%w: message %s is %s already", ErrNotOpen, id, status)
+	}
+	tag, err := tx.Exec(ctx, `UPDATE message_quarantine SET status = 'DISCARDED',
+			discarded_at = $3, discarded_by = $4, discard_ticket = $5, discard_reason = $6
+		WHERE status = 'QUARANTINED' AND (quarantine_id = $1 OR (consumer_name = $2 AND event_id = $7))`,
+		id, consumer, d.At, d.Operator, d.Ticket, d.Reason, eventID)
+	if err != nil {
+		return 0, fmt.Errorf("discard quarantine row %s: %w", id, err)
 	}
 	return tag.RowsAffected(), nil
 }

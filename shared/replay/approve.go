@@ -99,15 +99,21 @@ type current struct {
 }
 
 const replayColumns = `replay_id, original_event_id, replay_event_id, consumer_name, topic, status, ticket, operator, reason,
-	created_at, approved_at, executed_at, coalesce(dry_run_report, '{}'::jsonb)`
+	created_at, approved_at, executed_at, coalesce(dry_run_report, '{}'::jsonb), after_report`
 
 func scanReplay(r pgx.CollectableRow) (current, error) {
 	var c current
-	var report []byte
+	var report, after []byte
 	err := r.Scan(&c.ReplayID, &c.OriginalEventID, &c.ReplayEventID, &c.Consumer, &c.Topic, &c.Status, &c.Ticket, &c.Operator, &c.Reason,
-		&c.CreatedAt, &c.ApprovedAt, &c.ExecutedAt, &report)
+		&c.CreatedAt, &c.ApprovedAt, &c.ExecutedAt, &report, &after)
 	if err != nil {
 		return current{}, fmt.Errorf("read replay: %w", err)
+	}
+	if after != nil {
+		c.After = &After{}
+		if err := json.Unmarshal(after, c.After); err != nil {
+			return current{}, fmt.Errorf("replay %s: read after_report: %w", c.ReplayID, err)
+		}
 	}
 	if err := json.Unmarshal(report, &c.rec); err != nil {
 		return current{}, fmt.Errorf("replay %s: read dry_run_report: %w", c.ReplayID, err)

@@ -41,8 +41,14 @@
 // row is locked, and a row already EXECUTED returns the replay_event_id it
 // got the first time. One event is approved for replay to one consumer at
 // most once (an advisory lock on the pair serialises approvals), so the
-// copies of an event that the adapter and the dead-letter drain both
-// quarantined are replayed once.
+// rows of an event quarantined under several payloads are replayed once.
+//
+// [Desk.Discard] is the other way out: a message closed for good under a
+// ticket, operator and reason, under the same lock, so a message is either
+// replayed or discarded. [Desk.RecordOutcomes] records each executed
+// replay's after-snapshot once its consumer committed the replay event
+// (the reconcile tick calls it): the task's state and effects then, beside
+// the plan's before.
 //
 // A replay cannot repeat a business effect, whatever the verdict said: the
 // stage that receives it decides from the task's current state and version

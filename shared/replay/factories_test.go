@@ -204,6 +204,13 @@ func deadLetter(t *testing.T, g catalog.Group, e envelope.Envelope) quarantine.E
 	return q
 }
 
+// reused is e under another payload with the same event id: a second row
+// of the event (the same payload again is a repeat of the first row).
+func reused(e quarantine.Entry) quarantine.Entry {
+	e.Body = append([]byte(`{"reused":true,`), e.Body[1:]...)
+	return e
+}
+
 // quarantine writes rows and returns their quarantine ids.
 func (b *testBundle) quarantine(t *testing.T, entries ...quarantine.Entry) []uuid.UUID {
 	t.Helper()

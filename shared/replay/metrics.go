@@ -4,10 +4,12 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // Steps, as labelled in aivedio_replays_total.
 const (
-	metricPlanned  = "planned"
-	metricApproved = "approved"
-	metricRefused  = "refused"
-	metricExecuted = "executed"
+	metricPlanned   = "planned"
+	metricApproved  = "approved"
+	metricRefused   = "refused"
+	metricExecuted  = "executed"
+	metricDiscarded = "discarded"
+	metricApplied   = "applied"
 )
 
 // replays counts the desk's committed steps in this process (the API's
@@ -16,7 +18,7 @@ const (
 // aivedio_replayed_events_total (package inbox).
 var replays = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "aivedio_replays_total",
-	Help: "Replay steps committed by this process: planned (dry runs), approved, refused (at approval or execution), executed (a replay event written).",
+	Help: "Replay steps committed by this process: planned (dry runs), approved, refused (at approval or execution), executed (a replay event written), applied (its consumer committed it and the after-snapshot was recorded), discarded (a quarantined message closed without a replay).",
 }, []string{"step"})
 
 func countStep(step string) { replays.WithLabelValues(step).Inc() }

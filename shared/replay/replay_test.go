@@ -114,8 +114,8 @@ func TestSettleReplayedTwiceChargesOnce(t *testing.T) {
 	tk, _ := b.taskAt(t, b.tenant(t), task.Succeeded)
 	settle := event(t, tk, catalog.EventSettleRequested, task.SettleRequested{TaskID: tk.ID, Status: task.Succeeded})
 	// Quarantined twice: drained from the DLQ, and refused by the adapter
-	// on a later delivery.
-	ids := b.quarantine(t, deadLetter(t, catalog.GroupSettle, settle), entry(t, catalog.GroupSettle, settle, "billing.timeout"))
+	// under another payload (the same payload would be one row).
+	ids := b.quarantine(t, deadLetter(t, catalog.GroupSettle, settle), reused(entry(t, catalog.GroupSettle, settle, "billing.timeout")))
 
 	plan, err := b.desk.Plan(ctx, replay.Ref{ID: uuid.MustParse(settle.EventID)}, "alice")
 	require.NoError(t, err)
@@ -345,11 +345,11 @@ func TestBulkDryRunCountsThenApprovesAndExecutesOnce(t *testing.T) {
 	poison.EventID, poison.Properties = "", map[string]string{}
 
 	b.quarantine(t,
-		deadLetter(t, catalog.GroupSubmit, queued),   // ACT
-		entry(t, catalog.GroupSubmit, queued, "x.y"), // its copy: counted once
-		deadLetter(t, catalog.GroupSubmit, queued2),  // ACT
-		deadLetter(t, catalog.GroupSubmit, running),  // STALE_NOOP
-		deadLetter(t, catalog.GroupSubmit, forged),   // REFUSED
+		deadLetter(t, catalog.GroupSubmit, queued),           // ACT
+		reused(entry(t, catalog.GroupSubmit, queued, "x.y")), // its copy: counted once
+		deadLetter(t, catalog.GroupSubmit, queued2),          // ACT
+		deadLetter(t, catalog.GroupSubmit, running),          // STALE_NOOP
+		deadLetter(t, catalog.GroupSubmit, forged),           // REFUSED
 		poison, // REFUSED: no event
 		deadLetter(t, catalog.GroupFetch, event(t, tk, catalog.EventFetchRequested, task.FetchRequested{TaskID: tk.ID})), // another group
 	)

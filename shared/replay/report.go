@@ -34,8 +34,8 @@ type Report struct {
 	PlannedAt time.Time          `json:"planned_at"`
 	Message   quarantine.Message `json:"message"`
 	// Copies are other open quarantine rows of the same event and
-	// consumer (quarantined by the adapter and again from the DLQ): one
-	// replay settles them all.
+	// consumer (the same event id under another payload): one replay
+	// settles them all.
 	Copies []uuid.UUID `json:"copies,omitempty"`
 	// Event is the quarantined envelope; nil when it cannot be read, and
 	// EventError says why.
@@ -120,8 +120,12 @@ type Replay struct {
 	ApprovedAt      *time.Time `json:"approved_at,omitempty"`
 	ExecutedAt      *time.Time `json:"executed_at,omitempty"`
 	Steps           []Step     `json:"steps"`
-	// Plan is the report the dry run (or the bulk approval) recorded.
+	// Plan is the report the dry run (or the bulk approval) recorded: the
+	// before.
 	Plan *Report `json:"plan,omitempty"`
+	// After is what the replay did once its consumer committed it; nil
+	// until then (see [Desk.RecordOutcomes]).
+	After *After `json:"after,omitempty"`
 }
 
 // stored is what dry_run_report holds.

@@ -1,0 +1,117 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/aivedio/pipeline/shared/preview"
+)
+
+// After is what a replay did, read once its consumer committed the replay
+// event: the task's state and side effects then, beside the plan's before.
+type After struct {
+	// AppliedAt is when the consumer committed the replay event, and
+	// Result what its inbox recorded: APPLIED, or STALE_NOOP when the
+	// event met a state it no longer applied to.
+	AppliedAt  time.Time          `json:"applied_at"`
+	Result     string             `json:"result"`
+	RecordedAt time.Time          `json:"recorded_at"`
+	Task       *preview.TaskState `json:"task,omitempty"`
+	Effects    preview.Effects    `json:"effects"`
+	// BeforeStatus and BeforeVersion are the task's as the plan found
+	// it, for reading the two side by side (the plan has it all).
+	BeforeStatus  string `json:"before_status,omitempty"`
+	BeforeVersion int64  `json:"before_version,omitempty"`
+	// Note says why Task is missing, when it is.
+	Note string `json:"note,omitempty"`
+}
+
+// afterBatch bounds the replays one call records.
+const afterBatch = 100
+
+// RecordOutcomes records the after-snapshot of every executed replay whose
+// event its consumer has committed since the last call (found by the
+// replay event's row in the consumer's inbox): the task's state and side
+// effects at that moment, in after_report, and applied_at. It runs on the
+// reconcile tick; it reports how many it recorded.
+func (desk *Desk) RecordOutcomes(ctx context.Context) (int, error) {
+	rows, err := desk.db.Query(ctx, `SELECT r.replay_id, i.result_code, i.processed_at FROM message_replays r
+		JOIN inbox_dedup i ON i.consumer_name = r.consumer_name AND i.event_id = r.replay_event_id
+		WHERE r.status = 'EXECUTED' AND r.applied_at IS NULL ORDER BY r.executed_at LIMIT `+fmt.Sprint(afterBatch))
+	if err != nil {
+		return 0, fmt.Errorf("find applied replays: %w", err)
+	}
+	type applied struct {
+		id     uuid.UUID
+		result string
+		at     time.Time
+	}
+	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (applied, error) {
+		var a applied
+		err := r.Scan(&a.id, &a.result, &a.at)
+		return a, err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("find applied replays: %w", err)
+	}
+	n := 0
+	for _, a := range found {
+		recorded := false
+		err := pgx.BeginFunc(ctx, desk.db, func(tx pgx.Tx) error {
+			cur, err := lockReplay(ctx, tx, a.id)
+			if err != nil {
+				return err
+			}
+			now, err := dbNow(ctx, tx)
+			if err != nil {
+				return err
+			}
+			after := After{AppliedAt: a.at.UTC(), Result: a.result, RecordedAt: now,
+				Effects: preview.Effects{Attempts: []preview.Attempt{}, Assets: []preview.Asset{}}}
+			if before := cur.rec.Plan.Task; before != nil {
+				after.BeforeStatus, after.BeforeVersion = before.Status, before.Version
+			}
+			r, err := readRow(ctx, tx, cur.rec.QuarantineID)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				after.Note = "the quarantined message is gone (pruned), so its task is not known here"
+			case err != nil:
+				return err
+			default:
+				in, err := desk.inspect(ctx, tx, r, now, cur.ReplayID)
+				if err != nil {
+					return err
+				}
+				after.Task, after.Effects = in.report.Task, in.report.Effects
+				if after.Task == nil {
+					after.Note = "the event names no task that exists"
+				}
+			}
+			report, err := json.Marshal(after)
+			if err != nil {
+				return fmt.Errorf("encode after-snapshot: %w", err)
+			}
+			tag, err := tx.Exec(ctx, `UPDATE message_replays SET applied_at = $2, after_report = $3
+				WHERE replay_id = $1 AND applied_at IS NULL`, a.id, after.AppliedAt, string(report))
+			if err != nil {
+				return fmt.Errorf("record after-snapshot of replay %s: %w", a.id, err)
+			}
+			recorded = tag.RowsAffected() == 1
+			return nil
+		})
+		if err != nil {
+			return n, err
+		}
+		if recorded {
+			n++
+			countStep(metricApplied)
+		}
+	}
+	return n, nil
+}
