@@ -189,6 +189,9 @@ func (r *reconciler) rescue(ctx context.Context, id uuid.UUID, status task.Statu
 			cur.ID.String()).Scan(&pending); err != nil || pending {
 			return err
 		}
+		if onItsWay, err := r.rescueInFlight(ctx, tx, cur.ID); err != nil || onItsWay {
+			return err
+		}
 		rounds, err := roundsWithoutProgress(ctx, tx, cur.ID)
 		if err != nil {
 			return err
@@ -232,6 +235,43 @@ func (r *reconciler) rescue(ctx context.Context, id uuid.UUID, status task.Statu
 		r.Logger.WarnContext(ctx, "task needs attention", slog.String("task_id", id.String()))
 	}
 	return out, nil
+}
+
+// rescueInFlight reports whether the scanner's last re-emission for the
+// task is published but not yet taken by any consumer group it goes to (no
+// inbox or quarantine row): the stage is down or behind, which says nothing
+// about the task, so re-emitting adds nothing and must not count as a round
+// without progress. Past RECONCILE_STUCK_AFTER it counts as lost with a
+// broker, and the task is rescued again.
+func (r *reconciler) rescueInFlight(ctx context.Context, tx pgx.Tx, id uuid.UUID) (bool, error) {
+	var eventID uuid.UUID
+	var topicName, tag string
+	err := tx.QueryRow(ctx, `SELECT event_id, topic, tag FROM outbox_events
+		WHERE aggregate_id = $1 AND producer = $2 AND published_at > now() - interval '1 millisecond' * $3
+		ORDER BY created_at DESC LIMIT 1`, id.String(), scanOrigin.Producer, r.Journey.StuckAfter.Milliseconds()).Scan(&eventID, &topicName, &tag)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read last re-emission: %w", err)
+	}
+	topic, ok := catalog.TopicByName(topicName)
+	if !ok {
+		return false, nil
+	}
+	var groups []string
+	for _, g := range catalog.Groups() {
+		if g.Takes(topic, tag) {
+			groups = append(groups, g.Name)
+		}
+	}
+	var taken bool
+	err = tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM inbox_dedup WHERE consumer_name = ANY($1) AND event_id = $2)
+		OR EXISTS (SELECT 1 FROM message_quarantine WHERE consumer_name = ANY($1) AND event_id = $2)`, groups, eventID).Scan(&taken)
+	if err != nil {
+		return false, fmt.Errorf("read whether the re-emission was taken: %w", err)
+	}
+	return !taken, nil
 }
 
 // roundsWithoutProgress counts the scanner's re-emissions for a task since

@@ -173,14 +173,15 @@ func TestScanHandsARepeatedlyLostLookupToAPerson(t *testing.T) {
 	require.Equal(t, "reconcile.submit_unknown", got.ErrorCode)
 }
 
-// age makes a task look an hour old again and its events published, as
-// they would be an hour after the last scan re-emitted its step.
+// age makes a task look an hour old again and its events published an
+// hour ago, as they would be an hour after the last scan re-emitted its
+// step.
 func (b *scanBundle) age(t *testing.T, id uuid.UUID) {
 	t.Helper()
 	_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET updated_at = now() - interval '1 hour',
 		next_retry_at = now() - interval '1 hour' WHERE task_id = $1`, id)
 	require.NoError(t, err)
-	_, err = b.pool.Exec(t.Context(), `UPDATE outbox_events SET published_at = now() WHERE published_at IS NULL`)
+	_, err = b.pool.Exec(t.Context(), `UPDATE outbox_events SET published_at = now() - interval '1 hour' WHERE published_at IS NULL`)
 	require.NoError(t, err)
 }
 

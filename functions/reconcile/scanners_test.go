@@ -341,13 +341,62 @@ func TestScanRelooksAtALostCancelAfterTheLookChain(t *testing.T) {
 	requireQuiet(t, rep, err, "an immediate second scan")
 	b.requireLeftAlone(t, task.Task{ID: past.ID, Status: task.CancelReconciling, Version: past.Version + 1}, 1, "not re-emitted")
 
+	// Published, the delayed look is on its way until its group takes it
+	// or RECONCILE_STUCK_AFTER says the broker lost it.
 	b.publishAll(t)
+	rep, err = b.scanner.Scan(t.Context())
+	requireQuiet(t, rep, err, "published, not yet taken")
+	b.requireLeftAlone(t, task.Task{ID: past.ID, Status: task.CancelReconciling, Version: past.Version + 1}, 1, "its clock restarted")
+	b.requireLeftAlone(t, inside, 0, "still inside the look chain")
+	b.requireLeftAlone(t, pending, 1, "its look is on its way")
+	_, err = b.pool.Exec(t.Context(), `UPDATE outbox_events SET published_at = now() - interval '1 hour'`)
+	require.NoError(t, err)
 	rep, err = b.scanner.Scan(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Rescued[task.CancelReconciling])
-	b.requireLeftAlone(t, task.Task{ID: past.ID, Status: task.CancelReconciling, Version: past.Version + 1}, 1, "its clock restarted")
-	b.requireLeftAlone(t, inside, 0, "still inside the look chain")
-	require.Equal(t, pending.Version+1, b.reloadTask(t, pending.ID).Version, "rescued once its look was published")
+	require.Equal(t, pending.Version+1, b.reloadTask(t, pending.ID).Version, "rescued once its look was lost")
+}
+
+// TestScanWaitsForAReemittedStepItsStageHasNotTaken: a stage that is down
+// (or behind) has not taken the step the scanner re-emitted; that is no
+// round without progress, and re-emitting again adds nothing. Once the
+// stage takes it (its inbox row) and the task still does not move, the
+// next scan counts the round; a step never taken counts as lost after
+// RECONCILE_STUCK_AFTER.
+func TestScanWaitsForAReemittedStepItsStageHasNotTaken(t *testing.T) {
+	t.Parallel()
+	b := scanSetup(t)
+	stuck := b.stuckTask(t, task.Queued, time.Hour)
+	rep, err := b.scanner.Scan(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Rescued[task.Queued])
+	b.publishAll(t)
+	for range 5 { // the submit stage is down: nobody takes the re-emitted submit
+		b.backdate(t, stuck.ID, time.Hour)
+		rep, err = b.scanner.Scan(t.Context())
+		requireQuiet(t, rep, err, "the stage has not taken the last one")
+	}
+	require.Equal(t, stuck.Version+1, b.reloadTask(t, stuck.ID).Version)
+
+	// The stage took it and refused to move the task: a round is counted.
+	steps := b.steps(t, stuck.ID)
+	require.Len(t, steps, 1)
+	_, err = b.pool.Exec(t.Context(), `INSERT INTO inbox_dedup (consumer_name, event_id, result_code, payload_hash)
+		VALUES ($1, $2, 'STALE_NOOP', $3)`, catalog.GroupSubmit.Name, steps[0].Envelope.EventID, make([]byte, 32))
+	require.NoError(t, err)
+	rep, err = b.scanner.Scan(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Rescued[task.Queued], "taken and the task did not move: re-emitted, a second round")
+
+	// Never taken, and older than RECONCILE_STUCK_AFTER: lost with a broker.
+	b.publishAll(t)
+	_, err = b.pool.Exec(t.Context(), `UPDATE outbox_events SET published_at = now() - $1 * interval '1 second'`, (scanJourney.StuckAfter + time.Minute).Seconds())
+	require.NoError(t, err)
+	b.backdate(t, stuck.ID, time.Hour)
+	rep, err = b.scanner.Scan(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Rescued[task.Queued], "a third round")
+	require.Equal(t, stuck.Version+3, b.reloadTask(t, stuck.ID).Version)
 }
 
 // TestScanHandsARepeatedlyLostCancelLookToAPerson: a cancel whose outcome
