@@ -9,6 +9,10 @@
 #   services.sh restart-proxy
 #                       stop the RocketMQ proxy (and its embedded broker) and start
 #                       it again on the same data: the fault tests' broker restart
+#   services.sh restart-postgres | restart-redis | restart-s3
+#                       PostgreSQL in immediate mode (no checkpoint: crash recovery on
+#                       start), Redis losing every key (it keeps nothing on disk), the
+#                       S3 server on the same files: the chaos run's service faults
 #
 # PostgreSQL, Redis and ffmpeg come from Debian's packages; RocketMQ 5 (name
 # server + proxy in local mode, broker embedded) from jars Maven resolves from
@@ -390,14 +394,38 @@ restart_proxy() {
 	log "restart-proxy: RocketMQ proxy back on :$PROXY_GRPC_PORT"
 }
 
+restart_postgres() {
+	[ -f "$DIR/env" ] || die "services are not up (no $DIR/env); run services.sh up first"
+	as_postgres "$(pg_bin)/pg_ctl" -D "$DIR/pg" -m immediate -w -t 60 restart >/dev/null ||
+		die "PostgreSQL did not come back; see $DIR/postgres.log"
+	log "restart-postgres: PostgreSQL back on :$PG_PORT after an immediate-mode stop"
+}
+
+restart_redis() {
+	[ -f "$DIR/env" ] || die "services are not up (no $DIR/env); run services.sh up first"
+	stop_pid redis
+	start_redis
+	log "restart-redis: Redis back on :$REDIS_PORT, empty"
+}
+
+restart_s3() {
+	[ -f "$DIR/env" ] || die "services are not up (no $DIR/env); run services.sh up first"
+	stop_pid s3
+	start_s3
+	log "restart-s3: S3 server back on :$S3_PORT"
+}
+
 case "${1:-}" in
 up) up ;;
 restart-proxy) restart_proxy ;;
+restart-postgres) restart_postgres ;;
+restart-redis) restart_redis ;;
+restart-s3) restart_s3 ;;
 down) down ;;
 status) status ;;
 env) cat "$DIR/env" ;;
 *)
-	echo "usage: $0 up|down|status|env|restart-proxy" >&2
+	echo "usage: $0 up|down|status|env|restart-proxy|restart-postgres|restart-redis|restart-s3" >&2
 	exit 2
 	;;
 esac

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The fault kinds.
+const (
+	faultKill     = "kill"     // SIGKILL of any process
+	faultKillBusy = "killbusy" // SIGKILL of a stage function while tasks are in its step
+	faultPause    = "pause"    // SIGSTOP past the invisible time, then SIGCONT
+	faultProxy    = "proxy"    // RocketMQ proxy restart
+	faultPostgres = "postgres" // PostgreSQL immediate-mode restart
+	faultRedis    = "redis"    // Redis restart that loses its data
+	faultS3       = "s3"       // S3 server restart
+	faultOutage   = "outage"   // the provider answers 503 to everything for a while
+)
+
+var allKinds = strings.Join([]string{faultKill, faultKillBusy, faultPause, faultProxy, faultPostgres, faultRedis, faultS3, faultOutage}, ",")
+
+// weights make process faults common and service restarts rare.
+var weights = map[string]int{faultKill: 6, faultKillBusy: 6, faultPause: 3, faultProxy: 1, faultPostgres: 1, faultRedis: 1, faultS3: 1, faultOutage: 2}
+
+// serviceBudget bounds the restarts of each service in a run: one per two
+// minutes of faults, at least one.
+func serviceBudget(window time.Duration) int { return max(1, int(window/(2*time.Minute))) }
+
+func parseKinds(s string) ([]string, error) {
+	var out []string
+	for k := range strings.SplitSeq(s, ",") {
+		k = strings.TrimSpace(k)
+		if k == "" {
+			continue
+		}
+		if _, ok := weights[k]; !ok {
+			return nil, fmt.Errorf("unknown fault kind %q (known: %s)", k, allKinds)
+		}
+		out = append(out, k)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no fault kinds: give some of %s", allKinds)
+	}
+	return out, nil
+}
+
+// faulter draws and injects the faults.
+type faulter struct {
+	w      *world
+	kinds  []string
+	rng    *rand.Rand
+	every  time.Duration
+	counts map[string]int
+	log    []string
+	start  time.Time
+}
+
+func newFaulter(w *world, kinds []string, seed int64, every time.Duration) *faulter {
+	return &faulter{w: w, kinds: kinds, rng: rand.New(rand.NewPCG(uint64(seed), 0x5eed)), every: every, counts: map[string]int{}}
+}
+
+// run injects faults for window and returns when the last one ended.
+func (f *faulter) run(ctx context.Context, window time.Duration) time.Time {
+	f.start = time.Now()
+	end := f.start.Add(window)
+	last := f.start
+	budget := serviceBudget(window)
+	for {
+		wait := time.Duration(float64(f.every) * (0.5 + f.rng.Float64()))
+		if time.Now().Add(wait).After(end) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return last
+		case <-time.After(wait):
+		}
+		kind := f.draw(budget)
+		ended, what := f.inject(ctx, kind)
+		if what == "" {
+			continue
+		}
+		f.counts[kind]++
+		line := fmt.Sprintf("%6.1fs  %-8s %s", time.Since(f.start).Seconds(), kind, what)
+		f.log = append(f.log, line)
+		fmt.Println("chaos: fault", line)
+		last = maxTime(last, ended)
+	}
+	// A pause or an outage may outlast the window: the last fault ends
+	// when its effect does.
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Until(last)):
+	}
+	return last
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// draw picks a kind by weight, leaving out service restarts whose budget
+// is spent.
+func (f *faulter) draw(budget int) string {
+	var pool []string
+	for _, k := range f.kinds {
+		if isService(k) && f.counts[k] >= budget {
+			continue
+		}
+		for range weights[k] {
+			pool = append(pool, k)
+		}
+	}
+	if len(pool) == 0 {
+		return faultKill
+	}
+	return pool[f.rng.IntN(len(pool))]
+}
+
+func isService(kind string) bool {
+	return slices.Contains([]string{faultProxy, faultPostgres, faultRedis, faultS3}, kind)
+}
+
+// inject applies one fault; it returns when its effect ends and what it
+// did ("" when it found nothing to do).
+func (f *faulter) inject(ctx context.Context, kind string) (time.Time, string) {
+	switch kind {
+	case faultKill:
+		p := f.w.procs[f.rng.IntN(len(f.w.procs))]
+		if p.kill() {
+			return time.Now(), "SIGKILL " + p.name
+		}
+	case faultKillBusy:
+		p := f.busyFunction(ctx)
+		if p != nil && p.kill() {
+			return time.Now(), "SIGKILL " + p.name + " while tasks are in its step"
+		}
+	case faultPause:
+		var candidates []*proc
+		for _, p := range f.w.procs {
+			if p.kind == "source" || p.kind == "function" || p.kind == "relay" {
+				candidates = append(candidates, p)
+			}
+		}
+		p := candidates[f.rng.IntN(len(candidates))]
+		d := sourceInvisible + time.Duration(f.rng.IntN(10))*time.Second
+		if p.pause(ctx, d) {
+			return time.Now().Add(d), fmt.Sprintf("SIGSTOP %s for %s (invisible time %s), then SIGCONT", p.name, d, sourceInvisible)
+		}
+	case faultOutage:
+		d := time.Duration(5+f.rng.IntN(15)) * time.Second
+		f.w.outage.Store(true)
+		go func() {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+			}
+			f.w.outage.Store(false)
+		}()
+		return time.Now().Add(d), fmt.Sprintf("provider outage for %s (every API call answers 503)", d)
+	case faultProxy, faultPostgres, faultRedis, faultS3:
+		began := time.Now()
+		if err := f.w.services(ctx, "restart-"+kind); err != nil {
+			fmt.Println("chaos:", err)
+			return time.Now(), ""
+		}
+		return time.Now(), fmt.Sprintf("%s restarted (%s down)", serviceName[kind], time.Since(began).Round(100*time.Millisecond))
+	}
+	return time.Now(), ""
+}
+
+var serviceName = map[string]string{
+	faultProxy:    "RocketMQ proxy",
+	faultPostgres: "PostgreSQL (immediate mode)",
+	faultRedis:    "Redis (its data lost)",
+	faultS3:       "S3 server",
+}
+
+// stepFunctions are the stages that hold a task's work in a state.
+var stepFunctions = map[string]string{
+	"SUBMITTING": "submit", "FETCHING": "fetch", "MEDIA_PROCESSING": "transcode", "PROVIDER_RUNNING": "poll", "RECONCILING": "reconcile",
+}
+
+// busyFunction is the function of the step most tasks are in now.
+func (f *faulter) busyFunction(ctx context.Context) *proc {
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	rows, err := f.w.pool.Query(qctx, `SELECT status, count(*) FROM generation_tasks
+		WHERE status IN ('SUBMITTING', 'FETCHING', 'MEDIA_PROCESSING', 'PROVIDER_RUNNING', 'RECONCILING') GROUP BY status ORDER BY count(*) DESC`)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	var stages []string
+	for rows.Next() {
+		var status string
+		var n int
+		if rows.Scan(&status, &n) == nil {
+			stages = append(stages, stepFunctions[status])
+			if status == "MEDIA_PROCESSING" {
+				stages = append(stages, "probe")
+			}
+		}
+	}
+	if len(stages) == 0 {
+		return nil
+	}
+	// The busiest step, or now and then the next ones.
+	stage := stages[min(f.rng.IntN(3), len(stages)-1)]
+	for _, p := range f.w.procs {
+		if p.name == "function-"+stage {
+			return p
+		}
+	}
+	return nil
+}

@@ -1,0 +1,477 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aivedio/pipeline/functions/reconcile"
+	"github.com/aivedio/pipeline/local/providersim"
+	"github.com/aivedio/pipeline/migrations"
+	"github.com/aivedio/pipeline/shared/blob"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/tenant"
+)
+
+// The journey settings of a chaos run: the production defaults scaled
+// down, so that what the reconciler rescues is rescued within the run.
+var chaosJourney = map[string]string{
+	"POLL_FIRST_DELAY":      "1s",
+	"POLL_MAX_INTERVAL":     "3s",
+	"GENERATION_MAX_WAIT":   "5m",
+	"SUBMIT_RETRY_BASE":     "500ms",
+	"SUBMIT_RETRY_MAX":      "5s",
+	"SUBMIT_MAX_RETRIES":    "200",
+	"RECONCILE_DELAY":       "2s",
+	"RECONCILE_MAX_ROUNDS":  "10",
+	"RECONCILE_SCAN_GRACE":  "5s",
+	"RECONCILE_STUCK_AFTER": "30s",
+	"FETCH_RETRY_BASE":      "1s",
+	"FETCH_RETRY_MAX":       "5s",
+	"FETCH_MAX_WAIT":        "15m",
+	"OUTBOX_STALE_AFTER":    "1m",
+	"SLOT_LEASE":            "5m",
+	"PROVIDER_TIMEOUT":      "5s",
+	"PROVIDER_BREAKER_OPEN": "3s",
+}
+
+// The adapters' delivery settings: a pause longer than sourceInvisible
+// makes the broker hand a message out again while its first receiver is
+// frozen.
+const (
+	sourceInvisible = 20 * time.Second
+	handlerTimeout  = 15 * time.Second
+	reconcileTick   = 3 * time.Second
+	creditsEach     = 1_000_000
+)
+
+// world is everything one run starts and checks.
+type world struct {
+	o        options
+	runDir   string
+	database string // the run's own database
+	adminURL string // the services' database, where the run's is created
+	dbURL    string
+	pool     *pgxpool.Pool
+	blob     *blob.Store
+	bucket   string
+	sim      *providersim.Server
+	simURL   string
+	outage   atomic.Bool // the provider answers 503 to every API call
+	apiURL   string
+	funcURLs map[string]string
+	procs    []*proc
+	script   string // services.sh
+	keys     []string
+	tenants  []string
+
+	mu    sync.Mutex
+	tasks map[string]string // idempotency key -> task id
+
+	ticker context.CancelFunc
+	keep   bool
+	closed []func()
+}
+
+func newWorld(ctx context.Context, o options) (*world, error) {
+	w := &world{o: o, funcURLs: map[string]string{}, tasks: map[string]string{}}
+	ok := false
+	defer func() {
+		if !ok {
+			w.close()
+		}
+	}()
+	var err error
+	for _, v := range []string{"DATABASE_URL", "REDIS_URL", "ROCKETMQ_ENDPOINT", "S3_ENDPOINT"} {
+		if os.Getenv(v) == "" {
+			return nil, fmt.Errorf("%s is not set: start the services (make services-up) and source their env (source /tmp/aivedio-services/env)", v)
+		}
+	}
+	w.script = os.Getenv("AIVEDIO_SERVICES_SCRIPT")
+	if w.script == "" {
+		w.script = "local/services/services.sh"
+	}
+	if _, err := os.Stat(w.script); err != nil {
+		return nil, fmt.Errorf("services script (AIVEDIO_SERVICES_SCRIPT): %w", err)
+	}
+	w.runDir = o.RunDir
+	if w.runDir == "" {
+		if w.runDir, err = os.MkdirTemp("", "aivedio-chaos-"); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(w.runDir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := w.build(ctx); err != nil {
+		return nil, err
+	}
+	if err := w.createDatabase(ctx); err != nil {
+		return nil, err
+	}
+	if err := w.createBucket(ctx); err != nil {
+		return nil, err
+	}
+	if err := w.startSimulator(ctx); err != nil {
+		return nil, err
+	}
+	if err := w.createTenants(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	return w, nil
+}
+
+// build compiles the three binaries every process runs.
+func (w *world) build(ctx context.Context) error {
+	for _, b := range []struct{ out, pkg string }{
+		{"api", "./functions/cmd/api"}, {"function", "./functions/cmd/function"}, {"adapter", "./adapter"},
+	} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(w.runDir, "bin", b.out), b.pkg)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %w\n%s", b.pkg, err, out)
+		}
+	}
+	return nil
+}
+
+// createDatabase makes the run's own database and migrates it.
+func (w *world) createDatabase(ctx context.Context) error {
+	w.adminURL = os.Getenv("DATABASE_URL")
+	w.database = fmt.Sprintf("chaos_%d_%d", w.o.Seed, os.Getpid())
+	conn, err := pgx.Connect(ctx, w.adminURL)
+	if err != nil {
+		return fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{w.database}.Sanitize()); err != nil {
+		return fmt.Errorf("create database %s: %w", w.database, err)
+	}
+	w.closed = append(w.closed, w.dropDatabase)
+	u, err := url.Parse(w.adminURL)
+	if err != nil {
+		return err
+	}
+	u.Path = "/" + w.database
+	w.dbURL = u.String()
+	if err := migrations.Up(ctx, w.dbURL); err != nil {
+		return err
+	}
+	cfg, err := pgxpool.ParseConfig(w.dbURL)
+	if err != nil {
+		return err
+	}
+	cfg.MaxConns = 8
+	if w.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return err
+	}
+	w.closed = append(w.closed, w.pool.Close)
+	return nil
+}
+
+func (w *world) dropDatabase() {
+	if w.keep {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, w.adminURL)
+	if err != nil {
+		return
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{w.database}.Sanitize()+" WITH (FORCE)")
+}
+
+func (w *world) createBucket(ctx context.Context) error {
+	w.bucket = fmt.Sprintf("chaos-%d-%d", w.o.Seed, os.Getpid())
+	cfg := config.S3{Endpoint: os.Getenv("S3_ENDPOINT"), Region: envOr("S3_REGION", "us-east-1"), Bucket: w.bucket,
+		AccessKeyID: os.Getenv("S3_ACCESS_KEY_ID"), SecretAccessKey: os.Getenv("S3_SECRET_ACCESS_KEY")}
+	var err error
+	if w.blob, err = blob.New(ctx, cfg); err != nil {
+		return err
+	}
+	return w.blob.EnsureBucket(ctx)
+}
+
+// startSimulator runs the provider simulator with its faults on, behind a
+// front that answers 503 to every API call during an outage window (the
+// output files are served directly: an outage of the API, not of its CDN).
+func (w *world) startSimulator(ctx context.Context) error {
+	opts := providersim.DefaultOptions()
+	opts.Seed = w.o.Seed
+	opts.Rate429, opts.Rate5xx, opts.RateDrop, opts.RateFail = 0.05, 0.03, 0.03, 0.05
+	opts.OutputNotReady = time.Second
+	opts.JobDurationMin, opts.JobDurationMax = 2*time.Second, 6*time.Second
+	opts.MaxJobs = 10 * max(w.o.N, 100)
+	opts.APIToken = "chaos-token"
+	sim, err := providersim.New(opts, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	w.sim = sim
+	w.closed = append(w.closed, func() { _ = sim.Close() })
+	direct, err := sim.Start(ctx, "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	target, err := url.Parse(direct)
+	if err != nil {
+		return err
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if w.outage.Load() && strings.HasPrefix(r.URL.Path, "/v1/") {
+			rw.Header().Set("Content-Type", "application/json")
+			rw.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = rw.Write([]byte(`{"detail":"chaos: provider outage window"}`))
+			return
+		}
+		proxy.ServeHTTP(rw, r)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: front, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	w.closed = append(w.closed, func() { _ = srv.Close() })
+	w.simURL = "http://" + ln.Addr().String()
+	return nil
+}
+
+func (w *world) createTenants(ctx context.Context) error {
+	for i := range max(w.o.Tenants, 1) {
+		err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+			c, err := tenant.Create(ctx, tx, tenant.NewTenant{Name: fmt.Sprintf("chaos-%d", i), Credits: creditsEach, Priority: i % 10}, tenant.RoleTenant)
+			w.keys = append(w.keys, c.Key)
+			w.tenants = append(w.tenants, c.TenantID.String())
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("create tenant: %w", err)
+		}
+	}
+	return nil
+}
+
+// freePort asks the kernel for a port nobody listens on.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = ln.Close() }()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// baseEnv is what every process gets: the services, the run's database
+// and bucket, the provider, the journey settings.
+func (w *world) baseEnv() []string {
+	redisURL, _ := url.Parse(os.Getenv("REDIS_URL"))
+	redisURL.Path = "/5" // a database of its own on the shared Redis
+	env := []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + envOr("HOME", "/tmp"),
+		"DATABASE_URL=" + w.dbURL, "DATABASE_MAX_CONNS=3",
+		"REDIS_URL=" + redisURL.String(),
+		"ROCKETMQ_ENDPOINT=" + os.Getenv("ROCKETMQ_ENDPOINT"), "ROCKETMQ_CLIENT_LOG_LEVEL=error",
+		"S3_ENDPOINT=" + os.Getenv("S3_ENDPOINT"), "S3_REGION=" + envOr("S3_REGION", "us-east-1"), "S3_BUCKET=" + w.bucket,
+		"S3_ACCESS_KEY_ID=" + os.Getenv("S3_ACCESS_KEY_ID"), "S3_SECRET_ACCESS_KEY=" + os.Getenv("S3_SECRET_ACCESS_KEY"),
+		"FFMPEG_PATH=" + envOr("FFMPEG_PATH", "ffmpeg"), "FFPROBE_PATH=" + envOr("FFPROBE_PATH", "ffprobe"),
+		"LOG_FORMAT=json",
+		"PROVIDER_NAME=replicate", "PROVIDER_BASE_URL=" + w.simURL, "PROVIDER_API_TOKEN=chaos-token",
+		"PROVIDER_WEBHOOK_SECRET=" + w.sim.WebhookSecret(),
+	}
+	for k, v := range chaosJourney {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// startAll starts every process and waits until the API and the stage
+// functions answer.
+func (w *world) startAll(ctx context.Context) error {
+	apiPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	w.apiURL = fmt.Sprintf("http://127.0.0.1:%d", apiPort)
+	base := append(w.baseEnv(), "PROVIDER_CALLBACK_URL="+w.apiURL+"/v1/provider-callbacks/replicate")
+	var apiOps int
+	add := func(name, kind, bin string, args []string, env ...string) error {
+		ops, err := freePort()
+		if err != nil {
+			return err
+		}
+		if kind == "api" {
+			apiOps = ops
+		}
+		logs, err := os.OpenFile(filepath.Join(w.runDir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		w.closed = append(w.closed, func() { _ = logs.Close() })
+		p := &proc{name: name, kind: kind, bin: filepath.Join(w.runDir, "bin", bin), args: args, logs: logs,
+			env: append(append(append([]string{}, base...), fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", ops)), env...)}
+		w.procs = append(w.procs, p)
+		return p.start()
+	}
+	if err := add("api", "api", "api", nil, fmt.Sprintf("API_ADDR=127.0.0.1:%d", apiPort), "API_MODELS="+model); err != nil {
+		return err
+	}
+	for _, stage := range catalog.Stages() {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		w.funcURLs[stage] = fmt.Sprintf("http://127.0.0.1:%d", port)
+		if err := add("function-"+stage, "function", "function", nil, "STAGE="+stage, fmt.Sprintf("LISTEN_ADDRESS=127.0.0.1:%d", port)); err != nil {
+			return err
+		}
+	}
+	for i := range 2 {
+		if err := add(fmt.Sprintf("relay-%d", i+1), "relay", "adapter", []string{"relay"}, fmt.Sprintf("RELAY_OWNER=chaos-relay-%d", i+1)); err != nil {
+			return err
+		}
+	}
+	for _, g := range catalog.Groups() {
+		sourceEnv := []string{"SOURCE_WORKERS=8", "SOURCE_INVISIBLE=" + sourceInvisible.String(),
+			"SOURCE_HANDLER_TIMEOUT=" + handlerTimeout.String(), "SOURCE_COLD_START=10s"}
+		if err := add("source-"+g.Stage+"-"+g.BrokerName(), "source", "adapter",
+			[]string{"source", "--group", g.Name, "--sink", w.funcURLs[g.Stage]}, sourceEnv...); err != nil {
+			return err
+		}
+		if err := add("drain-"+g.BrokerName(), "drain", "adapter", []string{"dlq", "drain", "--group", g.Name}); err != nil {
+			return err
+		}
+	}
+	for _, u := range append([]string{fmt.Sprintf("http://127.0.0.1:%d/readyz", apiOps)}, w.funcReadiness()...) {
+		if err := waitOK(ctx, u, time.Minute); err != nil {
+			return fmt.Errorf("%w (logs in %s)", err, filepath.Join(w.runDir, "logs"))
+		}
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	w.ticker = cancel
+	go w.tick(tctx)
+	return nil
+}
+
+// model is the one model the run asks for.
+const model = "minimax/video-01"
+
+func (w *world) funcReadiness() []string {
+	var out []string
+	for _, u := range w.funcURLs {
+		out = append(out, u+"/health/readiness")
+	}
+	return out
+}
+
+// waitOK polls u until it answers 200.
+func waitOK(ctx context.Context, u string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not answer 200 within %s", u, within)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// tick is the reconcile trigger Knative's PingSource is in a deployment:
+// a scan event to the reconcile function, every reconcileTick.
+func (w *world) tick(ctx context.Context) {
+	t := time.NewTicker(reconcileTick)
+	defer t.Stop()
+	n := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n++
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, w.funcURLs[reconcile.Name], strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Ce-Specversion", "1.0")
+		req.Header.Set("Ce-Id", fmt.Sprintf("chaos-tick-%d-%d", w.o.Seed, n))
+		req.Header.Set("Ce-Source", "/chaos/ticker")
+		req.Header.Set("Ce-Type", reconcile.ScanEventType)
+		c := http.Client{Timeout: 30 * time.Second}
+		if resp, err := c.Do(req); err == nil {
+			_ = resp.Body.Close()
+		}
+	}
+}
+
+// stopAll stops every process, the graceful way.
+func (w *world) stopAll() {
+	if w.ticker != nil {
+		w.ticker()
+	}
+	var wg sync.WaitGroup
+	for _, p := range w.procs {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.stop(20 * time.Second) }()
+	}
+	wg.Wait()
+}
+
+func (w *world) close() {
+	w.stopAll()
+	for i := len(w.closed) - 1; i >= 0; i-- {
+		w.closed[i]()
+	}
+	w.closed = nil
+	if !w.keep && w.o.RunDir == "" && w.runDir != "" {
+		_ = os.RemoveAll(w.runDir)
+	}
+}
+
+// services runs a command of services.sh (restart-proxy, ...).
+func (w *world) services(ctx context.Context, command string) error {
+	cmd := exec.CommandContext(ctx, "bash", w.script, command)
+	cmd.Env = os.Environ()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("services.sh %s: %w\n%s", command, err, out)
+	}
+	return nil
+}
+
+var errNotConverged = errors.New("not converged")
