@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 SERVICES := local/services/services.sh
 
-.PHONY: help test run bench lint services-up services-down services-env
+.PHONY: help test run bench chaos lint services-up services-down services-env
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -15,6 +15,9 @@ run: ## run the whole pipeline in one process (go run ./local), installing ffmpe
 
 bench: ## run the kernel's benchmarks beside their baselines against the real services
 	@local/services/with-services.sh local/services/bench.sh
+
+chaos: ## the long chaos run: every binary its own process, faults at random, invariants checked (CHAOS_ARGS adds flags)
+	@local/services/with-services.sh local/services/chaos.sh
 
 lint: ## gofmt, go vet, staticcheck
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }

@@ -23,11 +23,12 @@ const (
 
 var allKinds = strings.Join([]string{faultKill, faultKillBusy, faultPause, faultProxy, faultPostgres, faultRedis, faultS3, faultOutage}, ",")
 
-// weights make process faults common and service restarts rare.
-var weights = map[string]int{faultKill: 6, faultKillBusy: 6, faultPause: 3, faultProxy: 1, faultPostgres: 1, faultRedis: 1, faultS3: 1, faultOutage: 2}
+// weights make kills common, pauses and outages rarer; service restarts
+// are planned, not drawn.
+var weights = map[string]int{faultKill: 6, faultKillBusy: 6, faultPause: 3, faultProxy: 0, faultPostgres: 0, faultRedis: 0, faultS3: 0, faultOutage: 2}
 
-// serviceBudget bounds the restarts of each service in a run: one per two
-// minutes of faults, at least one.
+// serviceBudget is how often each service is restarted in a run: once per
+// two minutes of faults, at least once, at seeded times.
 func serviceBudget(window time.Duration) int { return max(1, int(window/(2*time.Minute))) }
 
 func parseKinds(s string) ([]string, error) {
@@ -68,7 +69,21 @@ func (f *faulter) run(ctx context.Context, window time.Duration) time.Time {
 	f.start = time.Now()
 	end := f.start.Add(window)
 	last := f.start
-	budget := serviceBudget(window)
+	// Every service fault asked for happens, at a seeded time between a
+	// tenth and four fifths of the window; the rest are drawn as they go.
+	type planned struct {
+		at   time.Time
+		kind string
+	}
+	var plan []planned
+	for _, k := range f.kinds {
+		if isService(k) {
+			for range serviceBudget(window) {
+				plan = append(plan, planned{f.start.Add(time.Duration(float64(window) * (0.1 + 0.7*f.rng.Float64()))), k})
+			}
+		}
+	}
+	slices.SortFunc(plan, func(a, b planned) int { return a.at.Compare(b.at) })
 	for {
 		wait := time.Duration(float64(f.every) * (0.5 + f.rng.Float64()))
 		if time.Now().Add(wait).After(end) {
@@ -79,7 +94,13 @@ func (f *faulter) run(ctx context.Context, window time.Duration) time.Time {
 			return last
 		case <-time.After(wait):
 		}
-		kind := f.draw(budget)
+		kind := f.draw()
+		if len(plan) > 0 && !plan[0].at.After(time.Now()) {
+			kind, plan = plan[0].kind, plan[1:]
+		}
+		if kind == "" {
+			continue
+		}
 		ended, what := f.inject(ctx, kind)
 		if what == "" {
 			continue
@@ -106,12 +127,11 @@ func maxTime(a, b time.Time) time.Time {
 	return a
 }
 
-// draw picks a kind by weight, leaving out service restarts whose budget
-// is spent.
-func (f *faulter) draw(budget int) string {
+// draw picks a process fault or an outage by weight.
+func (f *faulter) draw() string {
 	var pool []string
 	for _, k := range f.kinds {
-		if isService(k) && f.counts[k] >= budget {
+		if isService(k) {
 			continue
 		}
 		for range weights[k] {
@@ -119,7 +139,7 @@ func (f *faulter) draw(budget int) string {
 		}
 	}
 	if len(pool) == 0 {
-		return faultKill
+		return ""
 	}
 	return pool[f.rng.IntN(len(pool))]
 }
@@ -156,15 +176,12 @@ func (f *faulter) inject(ctx context.Context, kind string) (time.Time, string) {
 		}
 	case faultOutage:
 		d := time.Duration(5+f.rng.IntN(15)) * time.Second
-		f.w.outage.Store(true)
-		go func() {
-			select {
-			case <-time.After(d):
-			case <-ctx.Done():
-			}
-			f.w.outage.Store(false)
-		}()
-		return time.Now().Add(d), fmt.Sprintf("provider outage for %s (every API call answers 503)", d)
+		until := time.Now().Add(d)
+		if until.UnixNano() <= f.w.outage.Load() {
+			return time.Now(), "" // an outage already lasts longer
+		}
+		f.w.outage.Store(until.UnixNano())
+		return until, fmt.Sprintf("provider outage for %s (every API call answers 503)", d)
 	case faultProxy, faultPostgres, faultRedis, faultS3:
 		began := time.Now()
 		if err := f.w.services(ctx, "restart-"+kind); err != nil {

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// startLoad submits the run's generations over the first half of the fault
+// startLoad submits the run's generations over four fifths of the fault
 // window, round robin over the tenants, each under an idempotency key of
 // its own. A create that gets no answer (the API was killed, PostgreSQL
 // restarted, the API shed it) is sent again under the same key until it is
@@ -17,7 +17,7 @@ import (
 // channel yields nil once every generation is accepted.
 func (w *world) startLoad(ctx context.Context) <-chan error {
 	out := make(chan error, 1)
-	spread := w.o.Faults / 2
+	spread := w.o.Faults * 4 / 5
 	gap := spread / time.Duration(max(w.o.N, 1))
 	go func() {
 		client := &http.Client{Timeout: 10 * time.Second}

@@ -73,7 +73,7 @@ type world struct {
 	bucket   string
 	sim      *providersim.Server
 	simURL   string
-	outage   atomic.Bool // the provider answers 503 to every API call
+	outage   atomic.Int64 // until then (Unix ns) the provider answers 503 to every API call
 	apiURL   string
 	funcURLs map[string]string
 	procs    []*proc
@@ -236,8 +236,18 @@ func (w *world) startSimulator(ctx context.Context) error {
 		return err
 	}
 	proxy := httputil.NewSingleHostReverseProxy(target)
+	// The simulator's dropped answers must reach the client as what they
+	// are, a connection closed without an answer (accepted or not is
+	// unknown), not as the 502 a proxy would make of them.
+	proxy.ErrorHandler = func(rw http.ResponseWriter, _ *http.Request, _ error) {
+		if conn, _, err := http.NewResponseController(rw).Hijack(); err == nil {
+			_ = conn.Close()
+			return
+		}
+		rw.WriteHeader(http.StatusBadGateway)
+	}
 	front := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if w.outage.Load() && strings.HasPrefix(r.URL.Path, "/v1/") {
+		if time.Now().UnixNano() < w.outage.Load() && strings.HasPrefix(r.URL.Path, "/v1/") {
 			rw.Header().Set("Content-Type", "application/json")
 			rw.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = rw.Write([]byte(`{"detail":"chaos: provider outage window"}`))
