@@ -190,3 +190,13 @@ func (p *proc) deathCount() int {
 	defer p.mu.Unlock()
 	return p.deaths
 }
+
+// pid is the running process's id; 0 before the first start.
+func (p *proc) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -483,5 +482,3 @@ func (w *world) services(ctx context.Context, command string) error {
 	}
 	return nil
 }
-
-var errNotConverged = errors.New("not converged")

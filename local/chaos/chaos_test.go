@@ -1,0 +1,68 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestSupervisorRestartsWhatDies: a killed process is started again and
+// counted; a stopped one stays stopped; a process that dies at once is
+// restarted with a growing delay instead of in a tight loop.
+func TestSupervisorRestartsWhatDies(t *testing.T) {
+	t.Parallel()
+	sleep, err := exec.LookPath("sleep")
+	require.NoError(t, err)
+	logs, err := os.Create(filepath.Join(t.TempDir(), "p.log"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = logs.Close() })
+	p := &proc{name: "sleeper", kind: "test", bin: sleep, args: []string{"60"}, logs: logs}
+	require.NoError(t, p.start())
+	first := p.pid()
+	require.True(t, p.kill())
+	require.Eventually(t, func() bool { return p.pid() != first && p.pid() != 0 }, 5*time.Second, 20*time.Millisecond, "started again")
+	require.Equal(t, 1, p.deathCount())
+	p.stop(5 * time.Second)
+	require.False(t, p.kill(), "a stopped process is not signalled")
+
+	crash := &proc{name: "crasher", kind: "test", bin: "/bin/false", logs: logs}
+	require.NoError(t, crash.start())
+	time.Sleep(3500 * time.Millisecond)
+	crash.stop(time.Second)
+	// Restarted after 1 s, then 2 s, then 4 s: three runs in 3.5 s, where a
+	// fixed half second would make seven.
+	require.LessOrEqual(t, crash.deathCount(), 4)
+	require.GreaterOrEqual(t, crash.deathCount(), 2)
+}
+
+func TestParseKinds(t *testing.T) {
+	t.Parallel()
+	kinds, err := parseKinds(allKinds)
+	require.NoError(t, err)
+	require.Len(t, kinds, 8)
+	_, err = parseKinds("kill,meteor")
+	require.ErrorContains(t, err, `unknown fault kind "meteor"`)
+	_, err = parseKinds(" , ")
+	require.ErrorContains(t, err, "no fault kinds")
+	require.Equal(t, 1, serviceBudget(75*time.Second))
+	require.Equal(t, 2, serviceBudget(4*time.Minute))
+}
+
+func TestReportHoldsOnlyWhenEveryInvariantHeld(t *testing.T) {
+	t.Parallel()
+	var r report
+	require.False(t, r.held(), "nothing checked is nothing proven")
+	r.add("a", true, "fine")
+	require.True(t, r.held())
+	r.add("b", false, "%d broken", 2)
+	require.False(t, r.held())
+	var out strings.Builder
+	r.print(&out)
+	require.Contains(t, out.String(), "INVARIANTS BROKEN")
+	require.Contains(t, out.String(), "2 broken")
+}
