@@ -185,7 +185,7 @@ func printEvent(out io.Writer, e *envelope.Envelope) {
 	fmt.Fprintf(w, "  aggregate\t%s %s\n", e.AggregateType, e.AggregateID)
 	fmt.Fprintf(w, "  tenant\t%s\n", e.TenantID)
 	fmt.Fprintf(w, "  correlation / causation\t%s / %s\n", dash(e.CorrelationID), dash(e.CausationID))
-	fmt.Fprintf(w, "  payload\t%s\n", e.Payload)
+	fmt.Fprintf(w, "  payload\t%s (redacted; quarantine show --body prints the message whole)\n", quarantine.Snapshot(e.Payload))
 	_ = w.Flush()
 }
 

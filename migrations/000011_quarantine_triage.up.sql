@@ -38,6 +38,12 @@ UPDATE message_quarantine SET
         WHEN error_code LIKE 'envelope.%' OR error_code LIKE 'payload.%' OR error_code LIKE '%.bad_key' OR error_code = 'not_cloudevent' THEN 'DATA_DEFECT'
         ELSE 'CODE_DEFECT' END;
 
+-- DISCARDED was a valid status before anything audited it: such rows say
+-- so instead of breaking the audit constraint.
+UPDATE message_quarantine SET discarded_at = received_at, discarded_by = 'unknown (discarded before migration 11)',
+    discard_ticket = 'none', discard_reason = 'discarded before discards were audited'
+WHERE status = 'DISCARDED' AND discarded_at IS NULL;
+
 ALTER TABLE message_quarantine
     ALTER COLUMN category DROP DEFAULT,
     ALTER COLUMN first_failed_at SET NOT NULL, ALTER COLUMN first_failed_at SET DEFAULT now(),

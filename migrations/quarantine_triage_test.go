@@ -33,6 +33,7 @@ func TestQuarantineTriageKeepsExistingRows(t *testing.T) {
 	insert("m-replayed", "permanent", "security.tenant_mismatch", "REPLAYED", 1, `{"a":1}`, "2 hours")
 	insert("m-open", "permanent", "security.tenant_mismatch", "QUARANTINED", 1, `{"a":1}`, "1 hour")
 	insert("m-dlq", "dlq", "max_delivery_attempts", "QUARANTINED", 17, `{"a":2}`, "30 minutes")
+	insert("m-gone", "permanent", "payload.invalid", "DISCARDED", 1, `{"a":3}`, "3 hours") // set by hand before discards were audited
 
 	require.NoError(t, migrations.Up(ctx, url))
 	type row struct {
@@ -51,11 +52,16 @@ func TestQuarantineTriageKeepsExistingRows(t *testing.T) {
 		got = append(got, r)
 	}
 	require.NoError(t, rows.Err())
-	one, two := sha256.Sum256([]byte(`{"a":1}`)), sha256.Sum256([]byte(`{"a":2}`))
+	one, two, three := sha256.Sum256([]byte(`{"a":1}`)), sha256.Sum256([]byte(`{"a":2}`)), sha256.Sum256([]byte(`{"a":3}`))
 	require.Equal(t, []row{
 		{MessageID: "m-dlq", Category: "DEPENDENCY", Status: "QUARANTINED", Count: 17, Hash: two[:], Span: "00:00:00"},
+		{MessageID: "m-gone", Category: "DATA_DEFECT", Status: "DISCARDED", Count: 1, Hash: three[:], Span: "00:00:00"},
 		{MessageID: "m-open", Category: "PERMISSION", Status: "QUARANTINED", Count: 2, Hash: one[:], Span: "01:00:00"},
 	}, got, "the two copies of one payload are one row: the open one, counted twice, failing from the first copy to the last")
+
+	var by string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT discarded_by FROM message_quarantine WHERE status = 'DISCARDED'`).Scan(&by))
+	require.Contains(t, by, "before migration 11", "an old discard says it was not audited")
 
 	require.NoError(t, migrations.To(ctx, url, 10), "down to 10 with triaged rows")
 	require.NoError(t, migrations.Up(ctx, url), "and up again")

@@ -429,14 +429,14 @@ func (s *Source) settle(ctx context.Context, log *slog.Logger, c mq.Consumer, ms
 	defer cancel()
 	switch {
 	case err == nil:
-		if msg.DeliveryAttempt > 1 {
-			s.forgetFailures(sctx, log, msg)
-		}
 		if ackErr := c.Ack(sctx, msg); ackErr != nil {
 			// The effect is committed. The message comes back, or already
 			// came back if its receipt expired during a slow delivery, and
 			// the inbox answers that delivery as a duplicate.
 			log.WarnContext(ctx, "ack failed; the message is or was redelivered, and the inbox absorbs it as a duplicate", slog.String("error", ackErr.Error()))
+		}
+		if msg.DeliveryAttempt > 1 {
+			s.forgetFailures(sctx, log, msg)
 		}
 		return resultAcked
 	case ctx.Err() != nil:
@@ -462,12 +462,19 @@ func (s *Source) settle(ctx context.Context, log *slog.Logger, c mq.Consumer, ms
 	}
 }
 
+// failureRecordTimeout bounds writing or dropping a failure record.
+const failureRecordTimeout = 2 * time.Second
+
 // recordFailure keeps the handler's error of a delivery that will be
 // retried, so that if the broker gives up on the message and moves it to
 // the dead-letter topic, its quarantine row says why. It is written before
 // the message goes back to the broker, which moves it only after that.
 // Failing to record costs only the explanation: the retry goes ahead.
 func (s *Source) recordFailure(ctx context.Context, log *slog.Logger, msg *mq.Received, ev *event.Event, cause error) {
+	// Its own short budget: when the database is what fails, the record
+	// must not use up the settle budget the retry after it needs.
+	ctx, cancel := context.WithTimeout(ctx, failureRecordTimeout)
+	defer cancel()
 	_, code := outcome.Of(cause)
 	f := quarantine.Failure{Consumer: s.p.Group.Name, MessageID: msg.MessageID, Code: code, Detail: cause.Error()}
 	if ev != nil {
@@ -481,6 +488,8 @@ func (s *Source) recordFailure(ctx context.Context, log *slog.Logger, msg *mq.Re
 // forgetFailures drops the failure record of a redelivered message that
 // was settled after all.
 func (s *Source) forgetFailures(ctx context.Context, log *slog.Logger, msg *mq.Received) {
+	ctx, cancel := context.WithTimeout(ctx, failureRecordTimeout)
+	defer cancel()
 	if err := quarantine.ForgetFailure(ctx, s.p.Quarantine, s.p.Group.Name, msg.MessageID); err != nil {
 		log.WarnContext(ctx, "could not drop the failure record of a settled message; the reconciler prunes it", slog.String("error", err.Error()))
 	}

@@ -135,8 +135,10 @@ func (r *reconciler) Scan(ctx context.Context) (ScanReport, error) {
 		return rep, err
 	}
 	if r.Replays != nil {
+		// A replay's after-snapshot is for people; failing to take it must
+		// not stop the pruning and the outbox check below.
 		if rep.ReplaysApplied, err = r.Replays.RecordOutcomes(ctx); err != nil {
-			return rep, err
+			r.Logger.WarnContext(ctx, "could not record the outcome of replays; the next scan tries again", slog.String("error", err.Error()))
 		}
 	}
 	if rep.FailuresPruned, err = quarantine.PruneFailures(ctx, r.Pool, failureRetention); err != nil {
@@ -246,9 +248,15 @@ func (r *reconciler) rescue(ctx context.Context, id uuid.UUID, status task.Statu
 func (r *reconciler) rescueInFlight(ctx context.Context, tx pgx.Tx, id uuid.UUID) (bool, error) {
 	var eventID uuid.UUID
 	var topicName, tag string
+	// The step, not the task.state.changed the same touch wrote (notify
+	// keeps no inbox, so that one would never look taken), and only a step
+	// re-emitted since the task last moved: an old poll never taken says
+	// nothing about a fetch.
 	err := tx.QueryRow(ctx, `SELECT event_id, topic, tag FROM outbox_events
-		WHERE aggregate_id = $1 AND producer = $2 AND published_at > now() - interval '1 millisecond' * $3
-		ORDER BY created_at DESC LIMIT 1`, id.String(), scanOrigin.Producer, r.Journey.StuckAfter.Milliseconds()).Scan(&eventID, &topicName, &tag)
+		WHERE aggregate_id = $1 AND producer = $2 AND event_type <> $4 AND published_at > now() - interval '1 millisecond' * $3
+		  AND created_at >= coalesce((SELECT max(created_at) FROM task_events WHERE task_id = $5 AND reason NOT LIKE $6 || '%'), '-infinity')
+		ORDER BY created_at DESC, event_id DESC LIMIT 1`,
+		id.String(), scanOrigin.Producer, r.Journey.StuckAfter.Milliseconds(), catalog.EventTaskStateChanged, id, rescueReason).Scan(&eventID, &topicName, &tag)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}

@@ -379,6 +379,11 @@ func TestScanWaitsForAReemittedStepItsStageHasNotTaken(t *testing.T) {
 	require.Equal(t, stuck.Version+1, b.reloadTask(t, stuck.ID).Version)
 
 	// The stage took it and refused to move the task: a round is counted.
+	// The task.state.changed the same touch wrote sorts last here, as it
+	// may when both get one timestamp: the step is what is looked at.
+	_, err = b.pool.Exec(t.Context(), `UPDATE outbox_events SET created_at = created_at + interval '1 millisecond' WHERE event_type = $1`,
+		catalog.EventTaskStateChanged)
+	require.NoError(t, err)
 	steps := b.steps(t, stuck.ID)
 	require.Len(t, steps, 1)
 	_, err = b.pool.Exec(t.Context(), `INSERT INTO inbox_dedup (consumer_name, event_id, result_code, payload_hash)

@@ -19,6 +19,12 @@ import (
 	"github.com/aivedio/pipeline/shared/quarantine"
 )
 
+// explainedAttention are the reasons these faults can hand a task to a
+// person for: a provider whose answer was dropped stayed unknown through
+// every lookup (an outage during them). A task the reconciler gave up on
+// for no progress, or for a missing attempt, is a defect.
+var explainedAttention = []string{"reconcile.submit_unknown", "reconcile.cancel_unknown"}
+
 // terminalStates are the task states nothing moves on from.
 var terminalStates = []string{"SUCCEEDED", "FAILED", "CANCELED", "CANCELED_WITH_OUTPUT", "NEEDS_ATTENTION"}
 
@@ -139,13 +145,16 @@ func (w *world) checkTerminal(ctx context.Context, r *report) error {
 		return err
 	}
 	var reasons []string
-	rows, err = w.pool.Query(ctx, `SELECT error_code, count(*) FROM generation_tasks WHERE status = 'NEEDS_ATTENTION' GROUP BY error_code ORDER BY 2 DESC`)
+	rows, err = w.pool.Query(ctx, `SELECT coalesce(error_code, ''), count(*) FROM generation_tasks WHERE status = 'NEEDS_ATTENTION' GROUP BY 1 ORDER BY 2 DESC`)
 	if err != nil {
 		return err
 	}
 	var code string
 	_, err = pgx.ForEachRow(rows, []any{&code, &n}, func() error {
 		reasons = append(reasons, fmt.Sprintf("%s ×%d", code, n))
+		if !slices.Contains(explainedAttention, code) {
+			unexplained += n
+		}
 		return nil
 	})
 	if err != nil {
@@ -156,7 +165,7 @@ func (w *world) checkTerminal(ctx context.Context, r *report) error {
 		detail += "; needs attention: " + strings.Join(reasons, ", ")
 	}
 	if open > 0 || unexplained > 0 {
-		detail = fmt.Sprintf("%d not terminal, %d NEEDS_ATTENTION without a reason", open, unexplained)
+		detail = fmt.Sprintf("%d not terminal, %d NEEDS_ATTENTION for a reason the faults do not explain (%s)", open, unexplained, strings.Join(reasons, ", "))
 	}
 	r.add("every task terminal (NEEDS_ATTENTION with its reason)", open == 0 && unexplained == 0, "%s", detail)
 	return w.pool.QueryRow(ctx, `SELECT count(*) FROM task_attempts`).Scan(&r.Attempts)
@@ -277,12 +286,24 @@ func (w *world) checkRemoteJobs(ctx context.Context, r *report) error {
 	}
 	var dup []string
 	worst := 0
+	recorded := map[string]bool{}
 	for _, k := range keys {
-		n := stats.JobsByIdempotencyKey[k]
+		recorded[k] = true
+	}
+	// Every remote job the provider started, whatever its key: an attempt
+	// is committed before its call, so a job under a key no attempt
+	// records is a submit that was never recorded.
+	for k, n := range stats.JobsByIdempotencyKey {
 		worst = max(worst, n)
-		if n > 1 {
+		switch {
+		case !recorded[k]:
+			dup = append(dup, fmt.Sprintf("%s: %d jobs under a key no attempt records", k, n))
+		case n > 1:
 			dup = append(dup, fmt.Sprintf("%s: %d jobs", k, n))
 		}
+	}
+	if stats.UntrackedKeys > 0 {
+		dup = append(dup, fmt.Sprintf("%d jobs past the simulator's tracked keys", stats.UntrackedKeys))
 	}
 	r.add("at most one remote job per attempt key", len(dup) == 0, "%d attempts, %d remote jobs, at most %d per key%s",
 		len(keys), stats.JobsCreated, worst, firstOf(dup))
@@ -373,7 +394,7 @@ func (w *world) inboxGaps(ctx context.Context) (missing []string, checked, futur
 
 // checkQuarantine explains every quarantine row. Under these faults the
 // only explainable poison is a dead letter whose handler kept failing on a
-// dependency (DEPENDENCY, with the handler's last error), or an event that
+// dependency (DEPENDENCY, with the handler's last error recorded), or an event that
 // is no event of this run's (left on the shared broker by an earlier run,
 // so its task is not in this database). A code defect, data defect or
 // permission refusal is a bug: no such input was injected.
@@ -397,11 +418,14 @@ func (w *world) checkQuarantine(ctx context.Context, r *report) error {
 		switch {
 		case m.EventID != "" && !ours[m.EventID]:
 			byWhy["an earlier run's event"]++
-		case m.Category == quarantine.Dependency:
-			byWhy[fmt.Sprintf("dead letter (%s) of %s", dash(m.LastErrorCode), m.Consumer)]++
+		case m.Category == quarantine.Dependency && m.LastErrorCode != "":
+			byWhy[fmt.Sprintf("dead letter (%s) of %s", m.LastErrorCode, m.Consumer)]++
 		default:
 			unexplained = append(unexplained, fmt.Sprintf("%s %s %s %s: %s", m.Consumer, m.Category, m.ErrorCode, m.EventID, m.ErrorDetail))
 		}
+	}
+	if len(msgs) == quarantine.MaxLimit {
+		unexplained = append(unexplained, fmt.Sprintf("%d rows or more: far more poison than these faults make", len(msgs)))
 	}
 	detail := fmt.Sprintf("%d rows", len(msgs))
 	for _, why := range slices.Sorted(maps.Keys(byWhy)) {
@@ -409,13 +433,6 @@ func (w *world) checkQuarantine(ctx context.Context, r *report) error {
 	}
 	r.add("every quarantine row explained", len(unexplained) == 0, "%s%s", detail, firstOf(unexplained))
 	return nil
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "no error recorded"
-	}
-	return s
 }
 
 // firstOf is ": " and the first few problems, for a detail cell.

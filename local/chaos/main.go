@@ -24,7 +24,7 @@
 // and AIVEDIO_SERVICES_SCRIPT pointing at local/services/services.sh for
 // the service restarts; `make chaos` sets both. Each run has a database
 // and a bucket of its own, kept when an invariant breaks so that a person
-// can look, dropped otherwise.
+// can look, dropped (the bucket emptied) otherwise.
 package main
 
 import (

@@ -43,6 +43,10 @@ type proc struct {
 func (p *proc) start() error {
 	p.done = make(chan struct{})
 	if err := p.spawn(); err != nil {
+		p.mu.Lock()
+		p.stopping = true // nothing to supervise: stop returns at once
+		p.mu.Unlock()
+		close(p.done)
 		return err
 	}
 	go p.supervise()
@@ -114,14 +118,16 @@ func (p *proc) supervise() {
 	}
 }
 
-// signal sends sig to the running process; it reports whether one ran.
+// signal sends sig to the running process and its children (its process
+// group: an ffmpeg a killed or paused function runs dies or stops with
+// it); it reports whether one ran.
 func (p *proc) signal(sig syscall.Signal) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cmd == nil || p.cmd.Process == nil || p.stopping {
 		return false
 	}
-	return p.cmd.Process.Signal(sig) == nil
+	return syscall.Kill(-p.cmd.Process.Pid, sig) == nil
 }
 
 // kill is SIGKILL: no cleanup, no ACK, no commit of what was in flight.
@@ -172,14 +178,14 @@ func (p *proc) stop(grace time.Duration) {
 	cmd := p.cmd
 	p.mu.Unlock()
 	if cmd != nil && cmd.Process != nil {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT)
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 	}
 	select {
 	case <-p.done:
 	case <-time.After(grace):
 		if cmd != nil && cmd.Process != nil {
-			_ = cmd.Process.Kill()
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
 		<-p.done
 	}

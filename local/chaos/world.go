@@ -206,7 +206,24 @@ func (w *world) createBucket(ctx context.Context) error {
 	if w.blob, err = blob.New(ctx, cfg); err != nil {
 		return err
 	}
+	w.closed = append(w.closed, w.emptyBucket)
 	return w.blob.EnsureBucket(ctx)
+}
+
+// emptyBucket deletes the run's objects unless the run is kept.
+func (w *world) emptyBucket() {
+	if w.keep {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	keys, err := w.blob.List(ctx, "")
+	if err != nil {
+		return
+	}
+	for _, k := range keys {
+		_ = w.blob.Delete(ctx, k)
+	}
 }
 
 // startSimulator runs the provider simulator with its faults on, behind a
@@ -345,8 +362,11 @@ func (w *world) startAll(ctx context.Context) error {
 		w.closed = append(w.closed, func() { _ = logs.Close() })
 		p := &proc{name: name, kind: kind, bin: filepath.Join(w.runDir, "bin", bin), args: args, logs: logs,
 			env: append(append(append([]string{}, base...), fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", ops)), env...)}
+		if err := p.start(); err != nil {
+			return err
+		}
 		w.procs = append(w.procs, p)
-		return p.start()
+		return nil
 	}
 	if err := add("api", "api", "api", nil, fmt.Sprintf("API_ADDR=127.0.0.1:%d", apiPort), "API_MODELS="+model); err != nil {
 		return err

@@ -42,7 +42,7 @@ func RecordFailure(ctx context.Context, db Execer, f Failure) error {
 		ON CONFLICT (consumer_name, message_id) DO UPDATE SET
 			error_code = EXCLUDED.error_code, error_detail = EXCLUDED.error_detail,
 			last_failed_at = now(), failures = delivery_failures.failures + 1`,
-		f.Consumer, f.MessageID, eventID, f.Code, truncate(f.Detail, maxDetail))
+		f.Consumer, f.MessageID, eventID, f.Code, truncate(Redact(f.Detail), maxDetail))
 	if err != nil {
 		return fmt.Errorf("record failed delivery of %s to %s: %w", f.MessageID, f.Consumer, err)
 	}

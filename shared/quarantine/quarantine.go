@@ -144,7 +144,7 @@ func Write(ctx context.Context, db Execer, e Entry) (bool, error) {
 	var written bool
 	err = db.QueryRow(ctx, writeSQL,
 		e.Consumer, eventID, e.MessageID, e.Topic, tag, e.ErrorClass,
-		e.ErrorCode, truncate(e.ErrorDetail, maxDetail), max(e.DeliveryAttempt, 0), propsJSON, body, string(e.Source),
+		e.ErrorCode, truncate(Redact(e.ErrorDetail), maxDetail), max(e.DeliveryAttempt, 0), propsJSON, body, string(e.Source),
 		string(Snapshot(body)), schema, key, string(category), max(count, 1), lastCode, lastDetail).Scan(&written)
 	if err != nil {
 		return false, fmt.Errorf("quarantine message %s of %s: %w", e.MessageID, e.Consumer, err)

@@ -1,6 +1,7 @@
 package quarantine_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -223,6 +224,23 @@ aivedio_quarantine_overdue{consumer_group="cg.scheduler.submit.v1",owner="team-g
 	require.True(t, listed[0].Overdue(time.Now()))
 	_, err = quarantine.List(ctx, pool, quarantine.Filter{Category: "BAD_LUCK"})
 	require.ErrorIs(t, err, quarantine.ErrInvalid)
+}
+
+// TestWriteTakesABodyOfControlBytes: the body that once made a snapshot
+// too long for its column is quarantined like any other.
+func TestWriteTakesABodyOfControlBytes(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.TestSchema(t)
+	written, err := quarantine.Write(t.Context(), pool, quarantine.Entry{
+		Consumer: "cg.asset.probe.v1", MessageID: "m-ctl", Topic: "asset_postprocess", ErrorCode: "not_cloudevent",
+		ErrorDetail: "fetch https://u:secret@cdn/x?X-Amz-Signature=abc failed", Body: bytes.Repeat([]byte{0x01}, 4000),
+	})
+	require.NoError(t, err)
+	require.True(t, written)
+	var detail string
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT error_detail FROM message_quarantine`).Scan(&detail))
+	require.NotContains(t, detail, "secret", "error texts are redacted too")
+	require.NotContains(t, detail, "abc")
 }
 
 func TestWriteKeepsMessagesWithoutEventID(t *testing.T) {

@@ -38,8 +38,9 @@ const afterBatch = 100
 // RecordOutcomes records the after-snapshot of every executed replay whose
 // event its consumer has committed since the last call (found by the
 // replay event's row in the consumer's inbox): the task's state and side
-// effects at that moment, in after_report, and applied_at. It runs on the
-// reconcile tick; it reports how many it recorded.
+// effects as this call reads them (the reconcile tick after the commit; the
+// inbox's processed_at is kept as applied_at), in after_report. It reports
+// how many it recorded, and the errors of those it could not.
 func (desk *Desk) RecordOutcomes(ctx context.Context) (int, error) {
 	rows, err := desk.db.Query(ctx, `SELECT r.replay_id, i.result_code, i.processed_at FROM message_replays r
 		JOIN inbox_dedup i ON i.consumer_name = r.consumer_name AND i.event_id = r.replay_event_id
@@ -61,6 +62,7 @@ func (desk *Desk) RecordOutcomes(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("find applied replays: %w", err)
 	}
 	n := 0
+	var errs []error
 	for _, a := range found {
 		recorded := false
 		err := pgx.BeginFunc(ctx, desk.db, func(tx pgx.Tx) error {
@@ -106,12 +108,14 @@ func (desk *Desk) RecordOutcomes(ctx context.Context) (int, error) {
 			return nil
 		})
 		if err != nil {
-			return n, err
+			// One replay that cannot be read must not hold the others back.
+			errs = append(errs, err)
+			continue
 		}
 		if recorded {
 			n++
 			countStep(metricApplied)
 		}
 	}
-	return n, nil
+	return n, errors.Join(errs...)
 }
