@@ -91,6 +91,7 @@ type environment struct {
 	opsURL                 string
 	models                 []string
 	kinds                  []string // what is real and what is embedded, for the banner
+	dataDir                string   // LOCAL_DATA_DIR: the embedded services' state
 	pool                   *pgxpool.Pool
 	blob                   *blob.Store
 	sim                    *providersim.Server
@@ -130,6 +131,7 @@ func start(ctx context.Context, o options) (*environment, error) {
 		logger = slog.New(slog.NewJSONHandler(o.logTo, nil))
 	}
 	e := &environment{done: make(chan error, 2), models: svc.API.Models}
+	var err error
 	ok := false
 	defer func() {
 		if !ok {
@@ -139,6 +141,14 @@ func start(ctx context.Context, o options) (*environment, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	e.closers = append(e.closers, cancel)
 
+	if e.dataDir, err = dataDir(svc); err != nil {
+		return nil, err
+	}
+	unlock, err := embedded.Lock(e.dataDir)
+	if err != nil {
+		return nil, err
+	}
+	e.closers = append(e.closers, unlock)
 	if err := e.startPostgres(ctx, svc); err != nil {
 		return nil, err
 	}
@@ -194,20 +204,13 @@ func start(ctx context.Context, o options) (*environment, error) {
 }
 
 // startPostgres opens the database at DATABASE_URL, or starts an embedded
-// PostgreSQL in LOCAL_DATA_DIR, and migrates it.
+// PostgreSQL in the data directory, and migrates it.
 func (e *environment) startPostgres(ctx context.Context, svc services) error {
 	dbURL := svc.DatabaseURL
 	if dbURL == "" {
-		dir := svc.LocalDir
-		if dir == "" {
-			home, err := os.UserCacheDir()
-			if err != nil {
-				return fmt.Errorf("no cache directory for the embedded PostgreSQL; set LOCAL_DATA_DIR: %w", err)
-			}
-			dir = filepath.Join(home, "aivedio", "local")
-		}
+		dir := filepath.Join(e.dataDir, "postgres")
 		fmt.Fprintln(os.Stderr, "starting embedded PostgreSQL in", dir, "(the first run downloads it)")
-		url, stop, err := embedded.Postgres(filepath.Join(dir, "postgres"), io.Discard)
+		url, stop, err := embedded.Postgres(dir, io.Discard)
 		if err != nil {
 			return err
 		}
@@ -228,6 +231,26 @@ func (e *environment) startPostgres(ctx context.Context, svc services) error {
 	e.closers = append(e.closers, pool.Close)
 	return nil
 }
+
+// dataDir is LOCAL_DATA_DIR, or its default: a folder of the user's cache,
+// and for root one under /tmp, since root's own cache (under /root) is
+// closed to the user the embedded PostgreSQL then runs as.
+func dataDir(svc services) (string, error) {
+	if svc.LocalDir != "" {
+		return filepath.Abs(svc.LocalDir)
+	}
+	if os.Geteuid() == 0 {
+		return rootDataDir, nil
+	}
+	home, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory for the local state; set LOCAL_DATA_DIR: %w", err)
+	}
+	return filepath.Join(home, "aivedio", "local"), nil
+}
+
+// rootDataDir is the default data directory of a run as root.
+const rootDataDir = "/tmp/aivedio-local-data"
 
 // startRedis connects to REDIS_URL, or to an in-memory Redis.
 func (e *environment) startRedis(svc services) (*redis.Client, error) {

@@ -7,52 +7,15 @@
 package embedded
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/user"
-	"path/filepath"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	embeddedpostgres "github.com/fergusstrange/embedded-postgres"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 )
-
-// Postgres starts PostgreSQL 16 with its data under dir (created if
-// missing; kept between runs) and returns its URL. PostgreSQL refuses to
-// run as root, so as root this fails with a message that says what to do.
-func Postgres(dir string, logs io.Writer) (url string, stop func() error, err error) {
-	if u, err := user.Current(); err == nil && u.Uid == "0" {
-		return "", nil, errors.New("the embedded PostgreSQL cannot run as root (initdb refuses): run as a normal user, " +
-			"or set DATABASE_URL to a PostgreSQL you run (for example: make services-up && eval \"$(make -s services-env)\")")
-	}
-	port, err := freePort()
-	if err != nil {
-		return "", nil, err
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", nil, fmt.Errorf("embedded postgres directory: %w", err)
-	}
-	cfg := embeddedpostgres.DefaultConfig().
-		Version(embeddedpostgres.V16).
-		Port(uint32(port)).
-		Database("aivedio").Username("aivedio").Password("aivedio").
-		RuntimePath(filepath.Join(dir, "runtime")).
-		DataPath(filepath.Join(dir, "data")).
-		CachePath(filepath.Join(dir, "cache")).
-		StartTimeout(2 * time.Minute).
-		Logger(logs)
-	db := embeddedpostgres.NewDatabase(cfg)
-	if err := db.Start(); err != nil {
-		return "", nil, fmt.Errorf("start embedded postgres (binaries download from Maven Central on first use): %w", err)
-	}
-	return fmt.Sprintf("postgres://aivedio:aivedio@127.0.0.1:%d/aivedio?sslmode=disable", port), db.Stop, nil
-}
 
 // Redis starts an in-memory Redis and returns its URL.
 func Redis() (url string, stop func(), err error) {
