@@ -92,6 +92,8 @@ type environment struct {
 	models                 []string
 	kinds                  []string // what is real and what is embedded, for the banner
 	dataDir                string   // LOCAL_DATA_DIR: the embedded services' state
+	dbURL, s3URL           string   // of the embedded PostgreSQL and S3 server, for the banner; empty when real
+	state                  []string // what the data directory holds, for the banner
 	pool                   *pgxpool.Pool
 	blob                   *blob.Store
 	sim                    *providersim.Server
@@ -100,6 +102,14 @@ type environment struct {
 }
 
 func (e *environment) describe() string { return strings.Join(e.kinds, ", ") }
+
+// describeState lists what the data directory holds.
+func (e *environment) describeState() string {
+	if len(e.state) == 0 {
+		return "nothing: every service is real"
+	}
+	return strings.Join(e.state, ", ")
+}
 
 func (e *environment) close() {
 	for i := len(e.closers) - 1; i >= 0; i-- {
@@ -215,7 +225,8 @@ func (e *environment) startPostgres(ctx context.Context, svc services) error {
 			return err
 		}
 		e.closers = append(e.closers, func() { _ = stop() })
-		dbURL = url
+		dbURL, e.dbURL = url, url
+		e.state = append(e.state, "PostgreSQL")
 		e.kinds = append(e.kinds, "embedded PostgreSQL")
 	} else {
 		e.kinds = append(e.kinds, "PostgreSQL at DATABASE_URL")
@@ -285,6 +296,7 @@ func (e *environment) startS3(ctx context.Context, svc services) error {
 		}
 		e.closers = append(e.closers, func() { _ = stop() })
 		s3cfg.Endpoint, s3cfg.AccessKeyID, s3cfg.SecretAccessKey = endpoint, "local", "local-secret"
+		e.s3URL = endpoint
 		e.kinds = append(e.kinds, "in-memory S3")
 	} else {
 		e.kinds = append(e.kinds, "S3 at S3_ENDPOINT")
