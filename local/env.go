@@ -286,18 +286,20 @@ func (e *environment) startRedis(svc services) (*redis.Client, error) {
 	return rdb, nil
 }
 
-// startS3 opens the bucket at S3_ENDPOINT, or an in-memory S3's.
+// startS3 opens the bucket at S3_ENDPOINT, or an embedded S3's whose
+// objects are in the data directory.
 func (e *environment) startS3(ctx context.Context, svc services) error {
 	s3cfg := svc.S3
 	if s3cfg.Endpoint == "" {
-		endpoint, stop, err := embedded.S3()
+		endpoint, stop, err := embedded.S3(filepath.Join(e.dataDir, "s3"))
 		if err != nil {
 			return err
 		}
 		e.closers = append(e.closers, func() { _ = stop() })
 		s3cfg.Endpoint, s3cfg.AccessKeyID, s3cfg.SecretAccessKey = endpoint, "local", "local-secret"
 		e.s3URL = endpoint
-		e.kinds = append(e.kinds, "in-memory S3")
+		e.kinds = append(e.kinds, "embedded S3")
+		e.state = append(e.state, "objects")
 	} else {
 		e.kinds = append(e.kinds, "S3 at S3_ENDPOINT")
 	}

@@ -9,12 +9,8 @@ package embedded
 import (
 	"fmt"
 	"net"
-	"net/http"
-	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 )
 
 // Redis starts an in-memory Redis and returns its URL.
@@ -27,18 +23,6 @@ func Redis() (url string, stop func(), err error) {
 		return "", nil, fmt.Errorf("start in-memory redis: %w", err)
 	}
 	return "redis://" + m.Addr() + "/0", m.Close, nil
-}
-
-// S3 starts an in-memory S3-compatible server on a loopback port and
-// returns its endpoint URL. Any access key is accepted.
-func S3() (endpoint string, stop func() error, err error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, fmt.Errorf("listen for in-memory s3: %w", err)
-	}
-	srv := &http.Server{Handler: gofakes3.New(s3mem.New()).Server(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String(), srv.Close, nil
 }
 
 func freePort() (int, error) {
