@@ -315,11 +315,27 @@ func (e *environment) startS3(ctx context.Context, svc services) error {
 }
 
 // startBroker connects to the RocketMQ proxy at ROCKETMQ_ENDPOINT, or
-// starts the in-process emulator.
+// starts the in-process emulator with its messages in the data directory.
+//
+// The emulator's messages are durable rather than re-driven from
+// PostgreSQL after a restart: the outbox relay republishes only what it
+// never published, and the reconciler re-emits a step only past its
+// thresholds (RECONCILE_SCAN_GRACE, RECONCILE_STUCK_AFTER), which are
+// right for a lost message on a real broker and far too slow here, where
+// every message dies with the process. A journal gives the restarted
+// pipeline what RocketMQ would: the same messages, delayed ones at their
+// times, the ones being handled at the kill delivered again at once
+// (consumers dedupe them with the inbox).
 func (e *environment) startBroker(svc services) (stack.Broker, error) {
 	if svc.RocketMQEndpoint == "" {
+		em, err := stack.OpenEmulator(filepath.Join(e.dataDir, "broker", "journal"))
+		if err != nil {
+			return nil, err
+		}
+		e.closers = append(e.closers, func() { _ = em.Close() })
 		e.kinds = append(e.kinds, "in-process broker emulator")
-		return stack.NewEmulator(), nil
+		e.state = append(e.state, "broker queues")
+		return em, nil
 	}
 	r, err := stack.NewRocketMQ(config.RocketMQ{Endpoint: svc.RocketMQEndpoint, AccessKey: svc.RocketMQAccessKey, SecretKey: svc.RocketMQSecretKey})
 	if err != nil {
