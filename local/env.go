@@ -346,8 +346,14 @@ func (e *environment) startBroker(svc services) (stack.Broker, error) {
 	return r, nil
 }
 
-// startSimulator starts the provider simulator on a loopback port.
+// startSimulator starts the provider simulator on a loopback port, its
+// jobs in the data directory: the pipeline's PostgreSQL remembers the
+// remote jobs it started, so the provider must too.
 func (e *environment) startSimulator(ctx context.Context, o options, logger *slog.Logger) error {
+	if o.sim.StateFile == "" {
+		o.sim.StateFile = filepath.Join(e.dataDir, "providersim", "jobs")
+	}
+	e.state = append(e.state, "simulator jobs")
 	sim, err := providersim.New(o.sim, logger.With(slog.String("component", "providersim")))
 	if err != nil {
 		return err
