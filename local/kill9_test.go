@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -116,6 +117,8 @@ func TestKillNineAndRestart(t *testing.T) {
 	second := startLocal(t, bin, data, apiAddr, opsAddr, filepath.Join(dir, "run2.log"))
 	t.Logf("second run up in %s", time.Since(restarted).Round(100*time.Millisecond))
 	t.Cleanup(func() { second.stop(t) })
+	require.Contains(t, second.logText(), "that an earlier run of this data directory left behind",
+		"the first run's PostgreSQL outlived it, and the second stopped it")
 	p.APIURL = second.api
 
 	// Every generation ends, within kill9Converge of the restart.
@@ -213,6 +216,12 @@ func startLocal(t *testing.T, bin, data, apiAddr, opsAddr, logPath string) *loca
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	r := &localRun{cmd: cmd, waited: make(chan error, 1), log: logf}
+	// Whatever happens to the test, nothing it started outlives it: the
+	// program, and the PostgreSQL a kill -9 leaves behind.
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		stopPostgres(data)
+	})
 	banner := make(chan string, 1)
 	go func() {
 		var b bytes.Buffer
@@ -258,6 +267,26 @@ func embeddedEnv() []string {
 	})
 }
 
+// stopPostgres stops the embedded PostgreSQL of data if it still runs.
+func stopPostgres(data string) {
+	b, err := os.ReadFile(filepath.Join(data, "postgres", "data", "postmaster.pid"))
+	if err != nil {
+		return
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 0 {
+		return
+	}
+	_ = syscall.Kill(pid, syscall.SIGINT)
+	for range 300 {
+		if syscall.Kill(pid, 0) != nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // kill is kill -9, and waits until the process is gone.
 func (r *localRun) kill(t *testing.T) {
 	t.Helper()
@@ -277,11 +306,16 @@ func (r *localRun) stop(t *testing.T) {
 	}
 }
 
+// logText is the run's whole log.
+func (r *localRun) logText() string {
+	b, _ := os.ReadFile(r.log.Name())
+	return string(b)
+}
+
 // logTail is the end of the run's log without the API's request lines,
 // for a failure message.
 func (r *localRun) logTail() string {
-	b, _ := os.ReadFile(r.log.Name())
-	lines := slices.DeleteFunc(strings.Split(string(b), "\n"), func(l string) bool { return strings.Contains(l, "msg=request ") })
+	lines := slices.DeleteFunc(strings.Split(r.logText(), "\n"), func(l string) bool { return strings.Contains(l, "msg=request ") })
 	return strings.Join(lines[max(len(lines)-60, 0):], "\n")
 }
 
