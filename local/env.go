@@ -51,7 +51,7 @@ type services struct {
 	RocketMQAccessKey string `envconfig:"ROCKETMQ_ACCESS_KEY"`
 	RocketMQSecretKey string `envconfig:"ROCKETMQ_SECRET_KEY"`
 	RedisURL          string `envconfig:"REDIS_URL"`
-	LocalDir          string `envconfig:"LOCAL_DATA_DIR" desc:"where go run ./local keeps its embedded PostgreSQL; ~/.cache/aivedio/local when empty"`
+	LocalDir          string `envconfig:"LOCAL_DATA_DIR" desc:"where go run ./local keeps the state of its embedded services (PostgreSQL, objects, broker queues, simulator jobs); ~/.cache/aivedio/local when empty, /tmp/aivedio-local-data as root"`
 	// Embedded without names: envconfig would otherwise prefix their
 	// variables with the field name.
 	config.S3
@@ -94,6 +94,7 @@ type environment struct {
 	dataDir                string   // LOCAL_DATA_DIR: the embedded services' state
 	dbURL, s3URL           string   // of the embedded PostgreSQL and S3 server, for the banner; empty when real
 	state                  []string // what the data directory holds, for the banner
+	volatile               string   // what it does not hold, and why that is safe
 	pool                   *pgxpool.Pool
 	blob                   *blob.Store
 	sim                    *providersim.Server
@@ -263,7 +264,11 @@ func dataDir(svc services) (string, error) {
 // rootDataDir is the default data directory of a run as root.
 const rootDataDir = "/tmp/aivedio-local-data"
 
-// startRedis connects to REDIS_URL, or to an in-memory Redis.
+// startRedis connects to REDIS_URL, or to an in-memory Redis. Redis
+// holds nothing PostgreSQL does not know: concurrency slots (leases the
+// reconciler's scan rebuilds from the tasks in flight), live progress and
+// pushed versions (best effort by design, package live), so an embedded
+// one may start empty after a restart.
 func (e *environment) startRedis(svc services) (*redis.Client, error) {
 	redisURL := svc.RedisURL
 	if redisURL == "" {
@@ -274,6 +279,7 @@ func (e *environment) startRedis(svc services) (*redis.Client, error) {
 		e.closers = append(e.closers, stop)
 		redisURL = url
 		e.kinds = append(e.kinds, "in-memory Redis")
+		e.volatile = "Redis stays in memory: it only mirrors PostgreSQL (the reconciler rebuilds the concurrency slots; live progress is best effort)"
 	} else {
 		e.kinds = append(e.kinds, "Redis at REDIS_URL")
 	}

@@ -8,8 +8,14 @@
 // Each service is real when its variable is set and embedded otherwise:
 // DATABASE_URL (else an embedded PostgreSQL), ROCKETMQ_ENDPOINT (else the
 // in-process broker emulator), REDIS_URL (else miniredis), S3_ENDPOINT
-// (else an in-memory S3 server). The provider simulator always runs; its
+// (else an embedded S3 server). The provider simulator always runs; its
 // fault knobs are flags and PROVIDERSIM_* variables.
+//
+// The embedded services keep all of their state in LOCAL_DATA_DIR (Redis
+// aside, which only mirrors PostgreSQL), so a run killed at any moment,
+// kill -9 included, starts again by itself and goes on where it was; the
+// banner says where the folder is and how to wipe it. As root, the
+// embedded PostgreSQL's processes run as nobody.
 package main
 
 import (
@@ -116,6 +122,9 @@ func (e *environment) stateLines() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "  state      %s (%s)\n", e.dataDir, e.describeState())
 	fmt.Fprintf(&b, "             kept across restarts, kill -9 included; to start from nothing, stop the program and: rm -rf %s\n", e.dataDir)
+	if e.volatile != "" {
+		fmt.Fprintf(&b, "             %s\n", e.volatile)
+	}
 	if e.dbURL != "" {
 		fmt.Fprintf(&b, "  database   %s  (psql it)\n", e.dbURL)
 	}

@@ -1,9 +1,15 @@
 // Package embedded starts the in-process stand-ins `go run ./local` uses
 // when no real service is configured: a real PostgreSQL (binaries fetched
 // once from Maven Central and cached), an in-memory Redis (miniredis) and
-// an in-memory S3-compatible server (gofakes3). Each returns the URL the
-// rest of the program connects to, exactly as it would to the real thing,
-// and a stop function.
+// an S3-compatible server (gofakes3). Each returns the URL the rest of the
+// program connects to, exactly as it would to the real thing, and a stop
+// function.
+//
+// PostgreSQL and S3 keep their state in the folder they are given, and
+// both start again on it after the process died at any moment: [Postgres]
+// stops a PostgreSQL an earlier, killed run left behind, and [S3] answers
+// a write only once its object is in a file. [Lock] keeps two runs off one
+// folder. Redis is in memory: what it holds is rebuilt from PostgreSQL.
 package embedded
 
 import (
