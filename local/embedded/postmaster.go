@@ -136,10 +136,18 @@ func servesData(pid int, data string) (bool, error) {
 		return false, errNoProc
 	}
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if errors.Is(err, os.ErrPermission) {
+		// Another user's process: the PostgreSQL of this data directory
+		// runs as this user (or, for root, whom root may look at).
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("identify process %d named by postmaster.pid: %w", pid, err)
 	}
 	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	if errors.Is(err, os.ErrPermission) {
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("identify process %d named by postmaster.pid: %w", pid, err)
 	}
