@@ -50,7 +50,8 @@ func runDemo(ctx context.Context, args []string) error {
 		return err
 	}
 	defer env.close()
-	fmt.Printf("pipeline up (%s); submitting %d generations\n", env.describe(), *n)
+	fmt.Printf("pipeline up (%s); state in %s (to start from nothing, stop it and: rm -rf %s); submitting %d generations\n",
+		env.describe(), env.dataDir, env.dataDir, *n)
 
 	progress := plainProgress()
 	if fi, err := os.Stdout.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {

@@ -51,7 +51,7 @@ type services struct {
 	RocketMQAccessKey string `envconfig:"ROCKETMQ_ACCESS_KEY"`
 	RocketMQSecretKey string `envconfig:"ROCKETMQ_SECRET_KEY"`
 	RedisURL          string `envconfig:"REDIS_URL"`
-	LocalDir          string `envconfig:"LOCAL_DATA_DIR" desc:"where go run ./local keeps its embedded PostgreSQL; ~/.cache/aivedio/local when empty"`
+	LocalDir          string `envconfig:"LOCAL_DATA_DIR" desc:"where go run ./local keeps the state of its embedded services (PostgreSQL, objects, broker queues, simulator jobs); ~/.cache/aivedio/local when empty, /tmp/aivedio-local-data as root"`
 	// Embedded without names: envconfig would otherwise prefix their
 	// variables with the field name.
 	config.S3
@@ -91,6 +91,10 @@ type environment struct {
 	opsURL                 string
 	models                 []string
 	kinds                  []string // what is real and what is embedded, for the banner
+	dataDir                string   // LOCAL_DATA_DIR: the embedded services' state
+	dbURL, s3URL           string   // of the embedded PostgreSQL and S3 server, for the banner; empty when real
+	state                  []string // what the data directory holds, for the banner
+	volatile               string   // what it does not hold, and why that is safe
 	pool                   *pgxpool.Pool
 	blob                   *blob.Store
 	sim                    *providersim.Server
@@ -99,6 +103,14 @@ type environment struct {
 }
 
 func (e *environment) describe() string { return strings.Join(e.kinds, ", ") }
+
+// describeState lists what the data directory holds.
+func (e *environment) describeState() string {
+	if len(e.state) == 0 {
+		return "nothing: every service is real"
+	}
+	return strings.Join(e.state, ", ")
+}
 
 func (e *environment) close() {
 	for i := len(e.closers) - 1; i >= 0; i-- {
@@ -130,6 +142,7 @@ func start(ctx context.Context, o options) (*environment, error) {
 		logger = slog.New(slog.NewJSONHandler(o.logTo, nil))
 	}
 	e := &environment{done: make(chan error, 2), models: svc.API.Models}
+	var err error
 	ok := false
 	defer func() {
 		if !ok {
@@ -139,6 +152,14 @@ func start(ctx context.Context, o options) (*environment, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	e.closers = append(e.closers, cancel)
 
+	if e.dataDir, err = dataDir(svc); err != nil {
+		return nil, err
+	}
+	unlock, err := embedded.Lock(e.dataDir)
+	if err != nil {
+		return nil, err
+	}
+	e.closers = append(e.closers, unlock)
 	if err := e.startPostgres(ctx, svc); err != nil {
 		return nil, err
 	}
@@ -194,25 +215,19 @@ func start(ctx context.Context, o options) (*environment, error) {
 }
 
 // startPostgres opens the database at DATABASE_URL, or starts an embedded
-// PostgreSQL in LOCAL_DATA_DIR, and migrates it.
+// PostgreSQL in the data directory, and migrates it.
 func (e *environment) startPostgres(ctx context.Context, svc services) error {
 	dbURL := svc.DatabaseURL
 	if dbURL == "" {
-		dir := svc.LocalDir
-		if dir == "" {
-			home, err := os.UserCacheDir()
-			if err != nil {
-				return fmt.Errorf("no cache directory for the embedded PostgreSQL; set LOCAL_DATA_DIR: %w", err)
-			}
-			dir = filepath.Join(home, "aivedio", "local")
-		}
+		dir := filepath.Join(e.dataDir, "postgres")
 		fmt.Fprintln(os.Stderr, "starting embedded PostgreSQL in", dir, "(the first run downloads it)")
-		url, stop, err := embedded.Postgres(filepath.Join(dir, "postgres"), io.Discard)
+		url, stop, err := embedded.Postgres(dir, io.Discard)
 		if err != nil {
 			return err
 		}
 		e.closers = append(e.closers, func() { _ = stop() })
-		dbURL = url
+		dbURL, e.dbURL = url, url
+		e.state = append(e.state, "PostgreSQL")
 		e.kinds = append(e.kinds, "embedded PostgreSQL")
 	} else {
 		e.kinds = append(e.kinds, "PostgreSQL at DATABASE_URL")
@@ -229,7 +244,31 @@ func (e *environment) startPostgres(ctx context.Context, svc services) error {
 	return nil
 }
 
-// startRedis connects to REDIS_URL, or to an in-memory Redis.
+// dataDir is LOCAL_DATA_DIR, or its default: a folder of the user's cache,
+// and for root one under /tmp, since root's own cache (under /root) is
+// closed to the user the embedded PostgreSQL then runs as.
+func dataDir(svc services) (string, error) {
+	if svc.LocalDir != "" {
+		return filepath.Abs(svc.LocalDir)
+	}
+	if os.Geteuid() == 0 {
+		return rootDataDir, nil
+	}
+	home, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory for the local state; set LOCAL_DATA_DIR: %w", err)
+	}
+	return filepath.Join(home, "aivedio", "local"), nil
+}
+
+// rootDataDir is the default data directory of a run as root.
+const rootDataDir = "/tmp/aivedio-local-data"
+
+// startRedis connects to REDIS_URL, or to an in-memory Redis. Redis
+// holds nothing PostgreSQL does not know: concurrency slots (leases the
+// reconciler's scan rebuilds from the tasks in flight), live progress and
+// pushed versions (best effort by design, package live), so an embedded
+// one may start empty after a restart.
 func (e *environment) startRedis(svc services) (*redis.Client, error) {
 	redisURL := svc.RedisURL
 	if redisURL == "" {
@@ -240,6 +279,7 @@ func (e *environment) startRedis(svc services) (*redis.Client, error) {
 		e.closers = append(e.closers, stop)
 		redisURL = url
 		e.kinds = append(e.kinds, "in-memory Redis")
+		e.volatile = "Redis stays in memory: it only mirrors PostgreSQL (the reconciler rebuilds the concurrency slots; live progress is best effort)"
 	} else {
 		e.kinds = append(e.kinds, "Redis at REDIS_URL")
 	}
@@ -252,17 +292,20 @@ func (e *environment) startRedis(svc services) (*redis.Client, error) {
 	return rdb, nil
 }
 
-// startS3 opens the bucket at S3_ENDPOINT, or an in-memory S3's.
+// startS3 opens the bucket at S3_ENDPOINT, or an embedded S3's whose
+// objects are in the data directory.
 func (e *environment) startS3(ctx context.Context, svc services) error {
 	s3cfg := svc.S3
 	if s3cfg.Endpoint == "" {
-		endpoint, stop, err := embedded.S3()
+		endpoint, stop, err := embedded.S3(filepath.Join(e.dataDir, "s3"))
 		if err != nil {
 			return err
 		}
 		e.closers = append(e.closers, func() { _ = stop() })
 		s3cfg.Endpoint, s3cfg.AccessKeyID, s3cfg.SecretAccessKey = endpoint, "local", "local-secret"
-		e.kinds = append(e.kinds, "in-memory S3")
+		e.s3URL = endpoint
+		e.kinds = append(e.kinds, "embedded S3")
+		e.state = append(e.state, "objects")
 	} else {
 		e.kinds = append(e.kinds, "S3 at S3_ENDPOINT")
 	}
@@ -278,11 +321,27 @@ func (e *environment) startS3(ctx context.Context, svc services) error {
 }
 
 // startBroker connects to the RocketMQ proxy at ROCKETMQ_ENDPOINT, or
-// starts the in-process emulator.
+// starts the in-process emulator with its messages in the data directory.
+//
+// The emulator's messages are durable rather than re-driven from
+// PostgreSQL after a restart: the outbox relay republishes only what it
+// never published, and the reconciler re-emits a step only past its
+// thresholds (RECONCILE_SCAN_GRACE, RECONCILE_STUCK_AFTER), which are
+// right for a lost message on a real broker and far too slow here, where
+// every message dies with the process. A journal gives the restarted
+// pipeline what RocketMQ would: the same messages, delayed ones at their
+// times, the ones being handled at the kill delivered again at once
+// (consumers dedupe them with the inbox).
 func (e *environment) startBroker(svc services) (stack.Broker, error) {
 	if svc.RocketMQEndpoint == "" {
+		em, err := stack.OpenEmulator(filepath.Join(e.dataDir, "broker", "journal"))
+		if err != nil {
+			return nil, err
+		}
+		e.closers = append(e.closers, func() { _ = em.Close() })
 		e.kinds = append(e.kinds, "in-process broker emulator")
-		return stack.NewEmulator(), nil
+		e.state = append(e.state, "broker queues")
+		return em, nil
 	}
 	r, err := stack.NewRocketMQ(config.RocketMQ{Endpoint: svc.RocketMQEndpoint, AccessKey: svc.RocketMQAccessKey, SecretKey: svc.RocketMQSecretKey})
 	if err != nil {
@@ -293,8 +352,14 @@ func (e *environment) startBroker(svc services) (stack.Broker, error) {
 	return r, nil
 }
 
-// startSimulator starts the provider simulator on a loopback port.
+// startSimulator starts the provider simulator on a loopback port, its
+// jobs in the data directory: the pipeline's PostgreSQL remembers the
+// remote jobs it started, so the provider must too.
 func (e *environment) startSimulator(ctx context.Context, o options, logger *slog.Logger) error {
+	if o.sim.StateFile == "" {
+		o.sim.StateFile = filepath.Join(e.dataDir, "providersim", "jobs")
+	}
+	e.state = append(e.state, "simulator jobs")
 	sim, err := providersim.New(o.sim, logger.With(slog.String("component", "providersim")))
 	if err != nil {
 		return err

@@ -8,8 +8,14 @@
 // Each service is real when its variable is set and embedded otherwise:
 // DATABASE_URL (else an embedded PostgreSQL), ROCKETMQ_ENDPOINT (else the
 // in-process broker emulator), REDIS_URL (else miniredis), S3_ENDPOINT
-// (else an in-memory S3 server). The provider simulator always runs; its
+// (else an embedded S3 server). The provider simulator always runs; its
 // fault knobs are flags and PROVIDERSIM_* variables.
+//
+// The embedded services keep all of their state in LOCAL_DATA_DIR (Redis
+// aside, which only mirrors PostgreSQL), so a run killed at any moment,
+// kill -9 included, starts again by itself and goes on where it was; the
+// banner says where the folder is and how to wipe it. As root, the
+// embedded PostgreSQL's processes run as nobody.
 package main
 
 import (
@@ -19,6 +25,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/aivedio/pipeline/shared/telemetry"
@@ -78,7 +85,7 @@ AiVedio pipeline is running (%s).
   simulator  %s  (stats: %s/sim/stats)
   ops        %s/metrics, %s/healthz, %s/readyz  (every stage, adapter and the API)
   traces     %s
-
+%s
 Try:
   curl -s -X POST %s/v1/generations \
     -H 'Authorization: Bearer %s' -H 'Idempotency-Key: demo-1' -H 'Content-Type: application/json' \
@@ -102,10 +109,29 @@ Render a timeline of READY assets (the output is one more asset; the same conten
   curl -s %s/v1/renders/<render_id> -H 'Authorization: Bearer %s'
 
 Ctrl-C stops everything.
-`, env.describe(), env.apiURL, env.devKey, env.simURL, env.simURL, env.opsURL, env.opsURL, env.opsURL, tracesLine(tracing), env.apiURL, env.devKey, env.models[0], env.apiURL, env.devKey, env.apiURL, env.devKey,
+`, env.describe(), env.apiURL, env.devKey, env.simURL, env.simURL, env.opsURL, env.opsURL, env.opsURL, tracesLine(tracing), env.stateLines(), env.apiURL, env.devKey, env.models[0], env.apiURL, env.devKey, env.apiURL, env.devKey,
 		env.apiURL, env.devKey, env.apiURL, env.devKey, env.apiURL, env.devKey,
 		env.apiURL, env.devKey, env.apiURL, env.devKey, env.apiURL, env.devKey, env.apiURL, env.devKey)
 	return env.wait(ctx)
+}
+
+// stateLines say where the embedded services keep their state and how
+// to start again from nothing, and how to reach the embedded PostgreSQL
+// and S3 server directly.
+func (e *environment) stateLines() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  state      %s (%s)\n", e.dataDir, e.describeState())
+	fmt.Fprintf(&b, "             kept across restarts, kill -9 included; to start from nothing, stop the program and: rm -rf %s\n", e.dataDir)
+	if e.volatile != "" {
+		fmt.Fprintf(&b, "             %s\n", e.volatile)
+	}
+	if e.dbURL != "" {
+		fmt.Fprintf(&b, "  database   %s  (psql it)\n", e.dbURL)
+	}
+	if e.s3URL != "" {
+		fmt.Fprintf(&b, "  objects    %s  (S3, access key local, secret local-secret)\n", e.s3URL)
+	}
+	return b.String()
 }
 
 // tracesLine says where spans go, or the one line that shows them.

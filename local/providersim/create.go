@@ -134,6 +134,7 @@ func (s *Server) newJobLocked(now time.Time, model, version string, req createRe
 	}
 	j.width, j.height, j.seconds = outputShape(input, s.opts.MaxOutputSide)
 	s.jobs[j.id] = j
+	s.saveLocked(stateRecord{Job: j.record()})
 	if key != "" {
 		s.byKey[key] = j
 	}
@@ -166,6 +167,7 @@ func (s *Server) evictLocked(now time.Time) bool {
 	if s.byKey[oldest.idemKey] == oldest {
 		delete(s.byKey, oldest.idemKey)
 	}
+	s.saveLocked(stateRecord{Evict: oldest.id})
 	return true
 }
 

@@ -38,5 +38,8 @@
 //
 // [New] checks the options and finds ffmpeg; [Server.Start] listens and
 // starts the scheduler and the webhook workers; [Server.Close] stops them
-// all and waits. Jobs live in memory, at most [Options.MaxJobs] of them.
+// all and waits. Jobs live in memory, at most [Options.MaxJobs] of them;
+// with [Options.StateFile] they, and the counts of jobs per key, are also
+// kept in a file and outlive the process: a job that ran when it died
+// finishes on its schedule after the restart, and its webhook is sent then.
 package providersim

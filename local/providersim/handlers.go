@@ -39,6 +39,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 	if j != nil {
 		if status, _ := j.state(now); !terminal(status) {
 			j.canceledAt = now
+			s.saveLocked(stateRecord{Job: j.record()})
 			if j.webhook != "" && !j.notified {
 				j.notified = true
 				d := s.deliveryLocked(j, now)

@@ -27,6 +27,7 @@ type job struct {
 	fail       bool
 	canceledAt time.Time
 	notified   bool // its completion webhook is queued
+	hooked     bool // its completion webhook was sent, or given up on
 
 	width, height, seconds int
 }

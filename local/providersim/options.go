@@ -72,6 +72,11 @@ type Options struct {
 	// CacheDir keeps generated MP4s across runs; empty means
 	// [DefaultCacheDir], a folder of this user's own.
 	CacheDir string
+	// StateFile keeps the jobs, and the counts of jobs per key, across
+	// runs: a job running when the process died goes on (it is a schedule)
+	// and its completion webhook is sent after the restart. Empty keeps
+	// them in memory.
+	StateFile string
 	// MaxOutputSide scales outputs down to at most this many pixels a
 	// side, keeping the requested aspect ratio.
 	MaxOutputSide int

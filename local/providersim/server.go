@@ -44,6 +44,7 @@ type Server struct {
 	byKey   map[string]*job
 	due     dueHeap
 	stats   Stats
+	state   *state // nil: jobs in memory only
 	started bool
 	cancel  context.CancelCauseFunc
 
@@ -110,7 +111,7 @@ func New(opts Options, logger *slog.Logger) (*Server, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
-	return &Server{
+	s := &Server{
 		opts:    opts,
 		log:     logger,
 		hookKey: hookKey,
@@ -126,7 +127,13 @@ func New(opts Options, logger *slog.Logger) (*Server, error) {
 		jobs:  map[string]*job{},
 		byKey: map[string]*job{},
 		stats: newStats(),
-	}, nil
+	}
+	if opts.StateFile != "" {
+		if err := s.loadState(opts.StateFile); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 // WebhookSecret returns the secret that signs webhooks, for the client's
@@ -200,11 +207,13 @@ func (s *Server) Close() error {
 	cancel := s.cancel
 	s.mu.Unlock()
 	if cancel == nil {
+		s.closeState()
 		return nil
 	}
 	cancel(errClosed)
 	s.wg.Wait()
 	s.hookClient.CloseIdleConnections()
+	s.closeState()
 	return nil
 }
 

@@ -67,12 +67,16 @@ func (s *Server) deliver(ctx context.Context, d delivery) {
 		if err == nil {
 			s.mu.Lock()
 			s.stats.Webhooks.Delivered++
+			s.hookedLocked(d.jobID)
 			s.mu.Unlock()
 			return
 		}
 		if attempt >= s.opts.WebhookAttempts || ctx.Err() != nil {
 			s.mu.Lock()
 			s.stats.Webhooks.Failed++
+			if ctx.Err() == nil {
+				s.hookedLocked(d.jobID) // given up; one cut short by Close is sent again next run
+			}
 			s.mu.Unlock()
 			s.log.Warn("provider simulator gave up on a webhook", slog.String("job_id", d.jobID), slog.Int("attempt", attempt), slog.String("error", err.Error()))
 			return
@@ -87,6 +91,14 @@ func (s *Server) deliver(ctx context.Context, d delivery) {
 		case <-t.C:
 		}
 		wait *= 2
+	}
+}
+
+// hookedLocked records that a job's webhook needs no more sending.
+func (s *Server) hookedLocked(jobID string) {
+	if j := s.jobs[jobID]; j != nil && !j.hooked {
+		j.hooked = true
+		s.saveLocked(stateRecord{Job: j.record()})
 	}
 }
 

@@ -2,6 +2,9 @@ package stack
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/aivedio/pipeline/adapter/mq"
@@ -17,11 +20,27 @@ type Emulator struct {
 	Await time.Duration // long poll of a Receive; 2 s when zero
 }
 
-// NewEmulator returns an emulator broker with every catalog topic and group.
+// NewEmulator returns an emulator broker with every catalog topic and
+// group, in memory.
 func NewEmulator() *Emulator {
 	b := memmq.New(nil)
 	b.Apply(catalog.Topics(), catalog.Groups())
 	return &Emulator{Broker: b}
+}
+
+// OpenEmulator returns an emulator broker with every catalog topic and
+// group that keeps its messages in the journal at path (memmq.Open), so a
+// restarted process goes on with the messages of the one before.
+func OpenEmulator(path string) (*Emulator, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("broker emulator directory: %w", err)
+	}
+	b, err := memmq.Open(path, nil)
+	if err != nil {
+		return nil, err
+	}
+	b.Apply(catalog.Topics(), catalog.Groups())
+	return &Emulator{Broker: b}, nil
 }
 
 // Producer publishes to the emulator.

@@ -8,6 +8,7 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
+	"github.com/aivedio/pipeline/local/embedded"
 	"github.com/aivedio/pipeline/shared/config"
 )
 
@@ -22,8 +23,9 @@ type backend struct {
 	missing []feature
 }
 
-// backends are the real S3 server that `make test` starts and the in-process
-// gofakes3 that `go run ./local` falls back to: both run the suite.
+// backends are the real S3 server that `make test` starts, the in-process
+// gofakes3, and the same with its objects in files, which `go run ./local`
+// falls back to: all run the suite.
 var backends = []backend{
 	{name: "s3", config: testConfig},
 	{
@@ -40,6 +42,12 @@ var backends = []backend{
 		// BucketAlreadyExists. The multipart uploader registers a bucket at
 		// its first upload and answers a listing before that with
 		// NoSuchUpload.
+		missing: []feature{serverChecksum, replaceMetadata, copyIfMatch, alreadyOwnedByYou, listNoUploads},
+	},
+	{
+		name:   "gofakes3-files",
+		config: embeddedS3Config,
+		// s3mem under a write-through to files: what s3mem lacks.
 		missing: []feature{serverChecksum, replaceMetadata, copyIfMatch, alreadyOwnedByYou, listNoUploads},
 	},
 }
@@ -68,6 +76,25 @@ func (b backend) need(t *testing.T, f feature) {
 	t.Helper()
 	if b.lacks(f) {
 		t.Skipf("%s lacks %s", b.name, f)
+	}
+}
+
+// embeddedS3Config starts the S3 server of `go run ./local`, its objects in
+// files, for one test.
+func embeddedS3Config(t *testing.T) config.S3 {
+	t.Helper()
+	dir := t.TempDir()
+	h, err := embedded.S3Handler(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return config.S3{
+		Endpoint:        srv.URL,
+		Region:          "us-east-1",
+		AccessKeyID:     "gofakes3",
+		SecretAccessKey: "gofakes3",
 	}
 }
 

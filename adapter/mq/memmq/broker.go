@@ -72,6 +72,7 @@ type Broker struct {
 	idPrefix     string
 
 	mu      sync.Mutex
+	j       *journal // nil: in memory only
 	down    bool
 	seq     uint64 // message sequence, also the tail of message ids
 	tokens  uint64 // receipt handle tokens
@@ -120,11 +121,19 @@ func New(opts *Opts) *Broker {
 func (b *Broker) CreateTopic(name string, typ catalog.MessageType) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if t, ok := b.topics[name]; ok {
-		t.typ = typ
+	b.createTopicLocked(name, typ)
+	b.flushLogged()
+}
+
+func (b *Broker) createTopicLocked(name string, typ catalog.MessageType) {
+	if t, ok := b.topics[name]; ok && t.typ == typ {
 		return
+	} else if ok {
+		t.typ = typ
+	} else {
+		b.topics[name] = &topic{name: name, typ: typ}
 	}
-	b.topics[name] = &topic{name: name, typ: typ}
+	b.journalLocked(record{T: &topicRecord{Name: name, Type: typ}})
 }
 
 // GroupConfig describes a consumer group.
@@ -139,17 +148,25 @@ type GroupConfig struct {
 
 // CreateGroup creates the consumer group, or updates it if it exists.
 func (b *Broker) CreateGroup(cfg GroupConfig) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.createGroupLocked(cfg)
+	b.flushLogged()
+}
+
+func (b *Broker) createGroupLocked(cfg GroupConfig) {
 	maxAttempts := cfg.MaxDeliveryAttempts
 	if maxAttempts <= 0 {
 		maxAttempts = DefaultMaxDeliveryAttempts
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if g, ok := b.groups[cfg.Name]; ok {
-		g.maxAttempts, g.orderly = maxAttempts, cfg.Orderly
+	if g, ok := b.groups[cfg.Name]; ok && g.maxAttempts == maxAttempts && g.orderly == cfg.Orderly {
 		return
+	} else if ok {
+		g.maxAttempts, g.orderly = maxAttempts, cfg.Orderly
+	} else {
+		b.groups[cfg.Name] = &group{name: cfg.Name, maxAttempts: maxAttempts, orderly: cfg.Orderly, subs: map[string]*subscription{}}
 	}
-	b.groups[cfg.Name] = &group{name: cfg.Name, maxAttempts: maxAttempts, orderly: cfg.Orderly, subs: map[string]*subscription{}}
+	b.journalLocked(record{G: &groupRecord{Name: cfg.Name, MaxAttempts: maxAttempts, Orderly: cfg.Orderly}})
 }
 
 // Apply creates the catalog's topics and groups under their broker names,
@@ -185,6 +202,9 @@ func (b *Broker) notifyLocked() {
 func (b *Broker) checkUpLocked(op string) error {
 	if b.down {
 		return fmt.Errorf("%s: %w", op, ErrDown)
+	}
+	if b.j != nil && b.j.err != nil {
+		return fmt.Errorf("%s: %w", op, b.j.err)
 	}
 	return nil
 }

@@ -53,7 +53,10 @@ func (b *Broker) Consumer(group string, filters map[string]string, await time.Du
 		if err != nil {
 			return nil, fmt.Errorf("open consumer for %s: %w", group, err)
 		}
-		c.subs = append(c.subs, b.subscribeLocked(g, t, parseTagFilter(filters[name])))
+		c.subs = append(c.subs, b.subscribeLocked(g, t, filters[name]))
+	}
+	if err := b.flushLocked(); err != nil {
+		return nil, fmt.Errorf("open consumer for %s: %w", group, err)
 	}
 	return c, nil
 }
@@ -83,7 +86,12 @@ func (c *Consumer) Receive(ctx context.Context, n int, invisible time.Duration) 
 		now := b.now()
 		out := c.collectLocked(now, n, invisible)
 		wake, changed := c.nextVisibleLocked(now), b.changed // zero wake: nothing pending
+		err := b.flushLocked()
 		b.mu.Unlock()
+		if err != nil {
+			// What was taken stays invisible for its time, then comes back.
+			return nil, fmt.Errorf("receive: %w", err)
+		}
 		if len(out) > 0 {
 			return out, nil
 		}
@@ -129,8 +137,11 @@ func (c *Consumer) Ack(ctx context.Context, msg *mq.Received) error {
 	if err != nil {
 		return err
 	}
-	e.settled = true
+	b.settleLocked(subOf(msg), e)
 	b.notifyLocked() // may unblock a FIFO queue
+	if err := b.flushLocked(); err != nil {
+		return fmt.Errorf("ack %s: %w", msg.MessageID, err)
+	}
 	return nil
 }
 
@@ -151,8 +162,13 @@ func (c *Consumer) ChangeInvisibleDuration(ctx context.Context, msg *mq.Received
 	b.tokens++
 	e.token = b.tokens
 	e.visibleAt = b.now().Add(max(d, 0))
+	e.held = false // it returns at visibleAt, handled or not
 	msg.Handle.(*receipt).token = e.token
+	b.journalEntryLocked(subOf(msg), e)
 	b.notifyLocked()
+	if err := b.flushLocked(); err != nil {
+		return fmt.Errorf("change invisible duration of %s: %w", msg.MessageID, err)
+	}
 	return nil
 }
 
@@ -169,10 +185,13 @@ func (c *Consumer) Close() error {
 // receipt is the Handle of a delivered message.
 type receipt struct {
 	b     *Broker
-	group *group
+	sub   *subscription
 	entry *entry
 	token uint64
 }
+
+// subOf is the subscription of a message whose handle deliveryLocked accepted.
+func subOf(msg *mq.Received) *subscription { return msg.Handle.(*receipt).sub }
 
 func (c *Consumer) checkLocked(op string) error {
 	if c.closed {
@@ -187,7 +206,7 @@ func (c *Consumer) deliveryLocked(op string, msg *mq.Received) (*entry, error) {
 		return nil, err
 	}
 	r, ok := msg.Handle.(*receipt)
-	if !ok || r.b != c.b || r.group != c.group {
+	if !ok || r.b != c.b || r.sub.group != c.group {
 		return nil, fmt.Errorf("%s: %w: not received by a consumer of group %s on this broker", op, ErrInvalidHandle, c.group.name)
 	}
 	e := r.entry

@@ -45,7 +45,7 @@ func (b *Broker) collectSubLocked(sub *subscription, now time.Time, n int, invis
 		if !e.settled && taken < n && !now.Before(e.visibleAt) && !blocked[e.msg.queue] {
 			switch {
 			case !sub.filter.accepts(e.msg.msg.Tag):
-				e.settled = true
+				b.settleLocked(sub, e)
 			case e.attempts >= sub.group.maxAttempts:
 				b.deadLetterLocked(sub, e)
 			default:
@@ -74,12 +74,14 @@ func (b *Broker) deliverLocked(sub *subscription, e *entry, now time.Time, invis
 	e.attempts++
 	e.token = b.tokens
 	e.visibleAt = now.Add(invisible)
+	e.held = true
+	b.journalEntryLocked(sub, e)
 	return &mq.Received{
 		Message:         copyMessage(&e.msg.msg),
 		MessageID:       e.msg.id,
 		DeliveryAttempt: e.attempts,
 		BornAt:          e.msg.bornAt,
-		Handle:          &receipt{b: b, group: sub.group, entry: e, token: e.token},
+		Handle:          &receipt{b: b, sub: sub, entry: e, token: e.token},
 	}
 }
 

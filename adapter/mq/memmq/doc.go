@@ -10,8 +10,12 @@
 // message of the topics it subscribes to whose tag its filter accepts. A
 // received message stays invisible to its group for the invisible duration;
 // unless acknowledged before then it is delivered again with DeliveryAttempt
-// one higher and the same MessageID. Messages are held in memory only: they
-// are gone when the process ends.
+// one higher and the same MessageID. A broker made with [New] holds its
+// messages in memory only: they are gone when the process ends. One made
+// with [Open] keeps them, and every group's state of them, in a journal
+// file written before each call returns: opened again after the process
+// died, it goes on where it was, and a message a consumer was handling
+// then is delivered again at once.
 //
 // # RocketMQ behaviour it mirrors
 //

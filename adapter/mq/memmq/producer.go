@@ -50,6 +50,9 @@ func (p *Producer) Send(ctx context.Context, msg *mq.Message) (string, error) {
 		s.queue = queueOf(msg.MessageGroup, b.queues)
 	}
 	b.appendLocked(t, s)
+	if err := b.flushLocked(); err != nil {
+		return "", fmt.Errorf("send to %s: %w", msg.Topic, err)
+	}
 	return s.id, nil
 }
 

@@ -18,6 +18,7 @@ type topic struct {
 	typ  catalog.MessageType
 	log  []*stored // the newest Retain messages, oldest first
 	subs []*subscription
+	next uint64 // pos of the next message appended
 }
 
 // stored is a message as the broker keeps it; it is never changed after Send.
@@ -25,7 +26,8 @@ type stored struct {
 	msg    mq.Message // deep copy, times at millisecond precision
 	id     string
 	bornAt time.Time
-	queue  int // FIFO queue, from the message group
+	queue  int    // FIFO queue, from the message group
+	pos    uint64 // place in the topic's append order
 	// carried is how often the message was delivered before it was moved to
 	// a dead-letter topic.
 	carried int
@@ -45,6 +47,7 @@ type subscription struct {
 	group   *group
 	topic   *topic
 	filter  tagFilter
+	expr    string // the filter as given, for the journal
 	entries []*entry
 }
 
@@ -54,7 +57,12 @@ type entry struct {
 	attempts  int       // deliveries so far
 	visibleAt time.Time // delivery time, or end of the current invisibility
 	token     uint64    // receipt of the current delivery; 0 before the first
-	settled   bool
+	// held is true from a delivery until its settlement or a
+	// ChangeInvisibleDuration: a consumer is handling the message. A
+	// journaled broker opened again makes held messages visible at once,
+	// since their consumers ended with the process.
+	held    bool
+	settled bool
 }
 
 // inFlight reports whether the entry is delivered and still invisible.
@@ -64,6 +72,9 @@ func (e *entry) inFlight(now time.Time) bool {
 
 // appendLocked stores msg on t and hands it to every subscription of t.
 func (b *Broker) appendLocked(t *topic, s *stored) {
+	s.pos = t.next
+	t.next++
+	b.journalLocked(record{M: &msgRecord{Topic: t.name, ID: s.id, BornAt: s.bornAt, Queue: s.queue, Carried: s.carried, Msg: s.msg}})
 	t.log = append(t.log, s)
 	if over := len(t.log) - b.retain; over > 0 {
 		clear(t.log[:over]) // let the dropped messages go; append reallocates later
@@ -85,7 +96,7 @@ func newEntry(s *stored) *entry {
 
 // subscribeLocked returns g's subscription to t, creating it with every
 // retained message of t, and sets its filter.
-func (b *Broker) subscribeLocked(g *group, t *topic, filter tagFilter) *subscription {
+func (b *Broker) subscribeLocked(g *group, t *topic, expr string) *subscription {
 	sub, ok := g.subs[t.name]
 	if !ok {
 		sub = &subscription{group: g, topic: t}
@@ -95,19 +106,22 @@ func (b *Broker) subscribeLocked(g *group, t *topic, filter tagFilter) *subscrip
 		g.subs[t.name] = sub
 		t.subs = append(t.subs, sub)
 	}
-	sub.filter = filter
+	if !ok || sub.expr != expr {
+		b.journalLocked(record{S: &subRecord{Group: g.name, Topic: t.name, Filter: expr}})
+	}
+	sub.filter, sub.expr = parseTagFilter(expr), expr
 	return sub
 }
 
 // deadLetterLocked settles e for its group and moves a copy of its message
 // to the group's dead-letter topic, creating that topic on first use.
 func (b *Broker) deadLetterLocked(sub *subscription, e *entry) {
-	e.settled = true
+	b.settleLocked(sub, e)
 	name := dlqPrefix + sub.group.name
 	t, ok := b.topics[name]
 	if !ok {
-		t = &topic{name: name, typ: catalog.Normal}
-		b.topics[name] = t
+		b.createTopicLocked(name, catalog.Normal)
+		t = b.topics[name]
 	}
 	c := *e.msg
 	c.msg = copyMessage(&e.msg.msg)
@@ -115,6 +129,12 @@ func (b *Broker) deadLetterLocked(sub *subscription, e *entry) {
 	c.msg.DeliveryTime = time.Time{}
 	c.carried = e.attempts
 	b.appendLocked(t, &c)
+}
+
+// settleLocked settles e for good.
+func (b *Broker) settleLocked(sub *subscription, e *entry) {
+	e.settled, e.held = true, false
+	b.journalEntryLocked(sub, e)
 }
 
 // queueOf maps a message group to one of n FIFO queues.
