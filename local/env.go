@@ -55,11 +55,14 @@ type services struct {
 	config.S3
 	config.Journey
 	config.API
+	config.Retention
 }
 
 // Validate checks the blocks whose values the local run takes from the
 // environment; the rest it starts itself when unset.
-func (s *services) Validate() error { return errors.Join(s.Journey.Validate(), s.API.Validate()) }
+func (s *services) Validate() error {
+	return errors.Join(s.Journey.Validate(), s.API.Validate(), s.Retention.Validate())
+}
 
 // options are the command's flags.
 type options struct {
@@ -178,7 +181,7 @@ func start(ctx context.Context, o options) (*environment, error) {
 	}
 	e.serveAPI(ctx, ln, svc, rdb, client, reg, logger)
 	deps := functions.Deps{Logger: logger, Pool: e.pool, Redis: rdb, Slots: slots.New(rdb, nil), Blob: e.blob,
-		Media: media.New(config.Media{}), Provider: client, Journey: svc.Journey,
+		Media: media.New(config.Media{}), Provider: client, Journey: svc.Journey, ReplayWindow: svc.ReplayWindow,
 		ProviderTimeout: provCfg.Timeout, CallbackURL: provCfg.CallbackURL}
 	if err := e.runPipeline(ctx, cancel, deps, broker, o.workers, reg, logger); err != nil {
 		return nil, err

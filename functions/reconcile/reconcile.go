@@ -49,8 +49,11 @@ type Params struct {
 	Provider provider.Client
 	Slots    *slots.Limiter
 	Journey  config.Journey
-	Timeout  time.Duration
-	Logger   *slog.Logger
+	// ReplayWindow is REPLAY_WINDOW: the scan drops outbox and inbox
+	// partitions past it; config.DefaultReplayWindow when zero.
+	ReplayWindow time.Duration
+	Timeout      time.Duration
+	Logger       *slog.Logger
 }
 
 type reconciler struct{ Params }
@@ -69,7 +72,8 @@ func New(p Params) *stage.Function {
 		}
 		r.Logger.InfoContext(ctx, "reconcile scan", slog.String("trigger", ev.Type()), slog.Any("rescued", rep.Rescued),
 			slog.Int("settled", rep.Settled), slog.Int("needs_attention", rep.NeedsAttention), slog.Any("uploads", rep.Uploads), slog.Any("renders", rep.Renders),
-			slog.Int("stale_outbox_rows", rep.StaleOutboxRows), slog.Duration("oldest_unpublished", rep.OldestUnpublished))
+			slog.Int("stale_outbox_rows", rep.StaleOutboxRows), slog.Duration("oldest_unpublished", rep.OldestUnpublished),
+			slog.Any("retention", rep.Retention))
 		return nil
 	}
 	return stage.Combine(stage.Params{Name: Name, Logger: p.Logger, Triggers: map[string]stage.TriggerFunc{ScanEventType: scan, PingEventType: scan}},

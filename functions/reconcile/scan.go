@@ -15,6 +15,7 @@ import (
 	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/retention"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
@@ -49,8 +50,9 @@ type ScanReport struct {
 	NeedsAttention     int
 	Uploads            UploadReport
 	Renders            RenderReport
-	StaleOutboxRows    int           // unpublished rows older than OUTBOX_STALE_AFTER
-	OldestUnpublished  time.Duration // age of the oldest unpublished row
+	StaleOutboxRows    int              // unpublished rows older than OUTBOX_STALE_AFTER
+	OldestUnpublished  time.Duration    // age of the oldest unpublished row
+	Retention          retention.Report // outbox and inbox partitions created and dropped
 }
 
 // Scan looks for tasks whose progress was lost (an event that died with a
@@ -132,6 +134,9 @@ func (r *reconciler) Scan(ctx context.Context) (ScanReport, error) {
 	if rep.StaleOutboxRows > 0 {
 		r.Logger.WarnContext(ctx, "outbox rows are not being published: is the relay running and the broker reachable?",
 			slog.Int("stale_rows", rep.StaleOutboxRows), slog.Duration("oldest", rep.OldestUnpublished))
+	}
+	if rep.Retention, err = r.maintainRetention(ctx); err != nil {
+		return rep, err
 	}
 	return rep, nil
 }
