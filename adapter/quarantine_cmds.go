@@ -156,7 +156,7 @@ func quarantineShow(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("%w\n%s", err, usage)
 	}
 	return withPool(ctx, opTimeout, func(ctx context.Context, pool *pgxpool.Pool) error {
-		q, err := replay.NewDesk(pool, functions.ReplayRules()).Show(ctx, id)
+		q, err := replay.NewDesk(pool, functions.ReplayRules(), nil).Show(ctx, id)
 		if err != nil {
 			return err
 		}

@@ -311,7 +311,7 @@ func (e *environment) startSimulator(ctx context.Context, o options, logger *slo
 func (e *environment) serveAPI(ctx context.Context, ln net.Listener, svc services, rdb *redis.Client, client api.CallbackParser,
 	reg prometheus.Registerer, logger *slog.Logger) {
 	srv := api.New(api.Options{Pool: e.pool, Redis: rdb, Blob: e.blob, Uploads: e.blob, Callbacks: []api.CallbackParser{client}, Limits: svc.API,
-		Models: svc.API.Models, Price: billing.DefaultPrice, Replay: replay.NewDesk(e.pool, functions.ReplayRules()),
+		Models: svc.API.Models, Price: billing.DefaultPrice, Replay: replay.NewDesk(e.pool, functions.ReplayRules(), &replay.DeskOpts{ReplayWindow: svc.ReplayWindow}),
 		Registerer: reg, Logger: logger.With(slog.String("component", "api"))})
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = httpSrv.Serve(ln) }()
