@@ -165,7 +165,7 @@ func quarantineShow(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("%w\n%s", err, usage)
 	}
 	return withPool(ctx, opTimeout, func(ctx context.Context, pool *pgxpool.Pool) error {
-		q, err := replay.NewDesk(pool, functions.ReplayRules()).Show(ctx, id)
+		q, err := replay.NewDesk(pool, functions.ReplayRules(), nil).Show(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -196,7 +196,7 @@ func quarantineDiscard(ctx context.Context, args []string, out io.Writer) error 
 		return fmt.Errorf("%w\n%s", err, usage)
 	}
 	return withPool(ctx, opTimeout, func(ctx context.Context, pool *pgxpool.Pool) error {
-		d, err := replay.NewDesk(pool, functions.ReplayRules()).Discard(ctx, id, replay.Decision{Ticket: *ticket, Operator: *operator, Reason: *reason})
+		d, err := replay.NewDesk(pool, functions.ReplayRules(), nil).Discard(ctx, id, replay.Decision{Ticket: *ticket, Operator: *operator, Reason: *reason})
 		if err != nil {
 			return err
 		}

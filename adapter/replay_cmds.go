@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aivedio/pipeline/functions"
+	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/replay"
 )
@@ -51,12 +52,18 @@ func replayCmd(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%w\n%s", err, replayUsage)
 	}
+	// REPLAY_WINDOW: the desk refuses events older than the window the
+	// reconcile scan prunes the inbox with.
+	var cfg config.ReplayCommand
+	if err := config.Load(&cfg); err != nil {
+		return err
+	}
 	timeout := opTimeout
 	if a.bulk {
 		timeout = bulkOpTimeout
 	}
 	return withPool(ctx, timeout, func(ctx context.Context, pool *pgxpool.Pool) error {
-		return a.run(ctx, replay.NewDesk(pool, functions.ReplayRules()), out)
+		return a.run(ctx, replay.NewDesk(pool, functions.ReplayRules(), &replay.DeskOpts{ReplayWindow: cfg.ReplayWindow}), out)
 	})
 }
 

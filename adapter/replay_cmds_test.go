@@ -224,3 +224,43 @@ func bindingMessage(t *testing.T, e envelope.Envelope) (map[string]string, []byt
 	require.True(t, strings.HasPrefix(m.Properties["CE_specversion"], "1"))
 	return m.Properties, m.Body
 }
+
+// TestReplayCommandRefusesAnEventOutsideTheWindow: the command reads
+// REPLAY_WINDOW; the dry run shows the event's age beside the window, and
+// approving an event older than it fails with ErrOutsideWindow after
+// printing why.
+func TestReplayCommandRefusesAnEventOutsideTheWindow(t *testing.T) {
+	url := dbtest.TestSchemaURL(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv("REPLAY_WINDOW", "96h")
+	ctx := t.Context()
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+
+	submit := queuedTask(t, pool)
+	props, body := bindingMessage(t, submit)
+	_, err = quarantine.Write(ctx, pool, quarantine.Entry{
+		Consumer: catalog.GroupSubmit.Name, EventID: submit.EventID, MessageID: "msg-old",
+		Topic: catalog.GenerationSubmit.BrokerName(), Tag: submit.EventType,
+		ErrorCode: "provider.unavailable", DeliveryAttempt: 3, Properties: props, Body: body,
+	})
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE message_quarantine SET received_at = now() - interval '5 days'`)
+	require.NoError(t, err)
+
+	var out bytes.Buffer
+	require.NoError(t, replayCmd(ctx, []string{"--event", submit.EventID, "--dry-run"}, &out))
+	require.Contains(t, out.String(), "replay window (REPLAY_WINDOW) 96h0m0s")
+	require.Contains(t, out.String(), "REFUSED  (replay.outside_window)")
+
+	out.Reset()
+	err = replayCmd(ctx, []string{"--event", submit.EventID, "--approve", "--ticket", "OPS-3", "--operator", "bob", "--reason", "late"}, &out)
+	require.ErrorIs(t, err, replay.ErrOutsideWindow)
+	require.Contains(t, err.Error(), "4.0 days (REPLAY_WINDOW)")
+	require.Contains(t, out.String(), "could apply it twice")
+
+	t.Setenv("REPLAY_WINDOW", "1h")
+	err = replayCmd(ctx, []string{"--event", submit.EventID, "--dry-run"}, &out)
+	require.ErrorContains(t, err, "REPLAY_WINDOW must be at least 72h")
+}

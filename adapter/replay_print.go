@@ -239,6 +239,11 @@ func printReport(out io.Writer, r replay.Report) {
 			fmt.Fprintf(out, "  also received by: %s\n", strings.Join(d.AlsoConsumedBy, ", "))
 		}
 	}
+	if !r.EventTime.IsZero() {
+		fmt.Fprintf(out, "\nAGE\n  made %s (by %s), %s ago; replay window (REPLAY_WINDOW) %s\n", stamp(r.EventTime),
+			map[string]string{replay.TimeFromEventID: "its UUIDv7 id", replay.TimeFromOutbox: "its outbox row", replay.TimeFromQuarantine: "its quarantine row"}[r.EventTimeFrom],
+			r.PlannedAt.Sub(r.EventTime).Round(time.Minute), r.ReplayWindow)
+	}
 	fmt.Fprintf(out, "\nVERDICT  %s  (%s)\n  %s\n", r.Verdict.Action, r.Verdict.Code, r.Verdict.Reason)
 	if r.Status == replay.StatusDryRun && r.Verdict.Action != preview.Refuse {
 		fmt.Fprintf(out, "\napprove it: go run ./adapter replay --plan %s --approve --ticket T --operator O --reason R\n", r.ReplayID)

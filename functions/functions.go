@@ -44,6 +44,9 @@ type Deps struct {
 	Media    *media.Tool
 	Provider provider.Client
 	Journey  config.Journey
+	// ReplayWindow is REPLAY_WINDOW, for the reconcile scan's partition
+	// maintenance; config.DefaultReplayWindow when zero.
+	ReplayWindow time.Duration
 	// ProviderTimeout bounds one provider API call.
 	ProviderTimeout time.Duration
 	// CallbackURL is where the provider sends completion callbacks; empty
@@ -94,7 +97,7 @@ var constructors = map[string]Constructor{
 	},
 	reconcile.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
 		return reconcile.New(reconcile.Params{Pool: d.Pool, Provider: d.Provider, Slots: d.Slots, Journey: d.Journey,
-			Timeout: d.ProviderTimeout, Replays: replay.NewDesk(d.Pool, ReplayRules()), Logger: d.Logger}), nil
+			ReplayWindow: d.ReplayWindow, Timeout: d.ProviderTimeout, Replays: replay.NewDesk(d.Pool, ReplayRules(), &replay.DeskOpts{ReplayWindow: d.ReplayWindow}), Logger: d.Logger}), nil
 	},
 }
 

@@ -20,7 +20,7 @@ import (
 // Open makes every resource of Deps from cfg. The returned close releases
 // them; call it once the function has stopped.
 func Open(ctx context.Context, cfg config.StageFunction, logger *slog.Logger) (Deps, func(), error) {
-	d := Deps{Logger: logger, Journey: cfg.Journey, ProviderTimeout: cfg.Provider.Timeout, CallbackURL: cfg.Provider.CallbackURL,
+	d := Deps{Logger: logger, Journey: cfg.Journey, ReplayWindow: cfg.Retention.ReplayWindow, ProviderTimeout: cfg.Provider.Timeout, CallbackURL: cfg.Provider.CallbackURL,
 		RenderChunk: cfg.Media.RenderChunk, RenderLease: cfg.Media.RenderLease}
 	pcfg, err := pgxpool.ParseConfig(cfg.Postgres.URL)
 	if err != nil {

@@ -49,6 +49,7 @@ func checkBundle(t *testing.T, b *bundle) {
 	t.Run("reconcile ping", func(t *testing.T) { checkPing(t, b) })
 	t.Run("no secret values", func(t *testing.T) { checkNoSecrets(t, b) })
 	t.Run("environment", func(t *testing.T) { checkEnvironment(t, b) })
+	t.Run("one replay window", func(t *testing.T) { checkReplayWindow(t, b) })
 }
 
 // checkKnative runs Knative's own defaulting and validation, as its

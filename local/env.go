@@ -57,11 +57,14 @@ type services struct {
 	config.S3
 	config.Journey
 	config.API
+	config.Retention
 }
 
 // Validate checks the blocks whose values the local run takes from the
 // environment; the rest it starts itself when unset.
-func (s *services) Validate() error { return errors.Join(s.Journey.Validate(), s.API.Validate()) }
+func (s *services) Validate() error {
+	return errors.Join(s.Journey.Validate(), s.API.Validate(), s.Retention.Validate())
+}
 
 // options are the command's flags.
 type options struct {
@@ -202,7 +205,7 @@ func start(ctx context.Context, o options) (*environment, error) {
 	}
 	e.serveAPI(ctx, ln, svc, rdb, client, reg, logger)
 	deps := functions.Deps{Logger: logger, Pool: e.pool, Redis: rdb, Slots: slots.New(rdb, nil), Blob: e.blob,
-		Media: media.New(config.Media{}), Provider: client, Journey: svc.Journey,
+		Media: media.New(config.Media{}), Provider: client, Journey: svc.Journey, ReplayWindow: svc.ReplayWindow,
 		ProviderTimeout: provCfg.Timeout, CallbackURL: provCfg.CallbackURL}
 	if err := e.runPipeline(ctx, cancel, deps, broker, o.workers, reg, logger); err != nil {
 		return nil, err
@@ -376,7 +379,7 @@ func (e *environment) startSimulator(ctx context.Context, o options, logger *slo
 func (e *environment) serveAPI(ctx context.Context, ln net.Listener, svc services, rdb *redis.Client, client api.CallbackParser,
 	reg prometheus.Registerer, logger *slog.Logger) {
 	srv := api.New(api.Options{Pool: e.pool, Redis: rdb, Blob: e.blob, Uploads: e.blob, Callbacks: []api.CallbackParser{client}, Limits: svc.API,
-		Models: svc.API.Models, Price: billing.DefaultPrice, Replay: replay.NewDesk(e.pool, functions.ReplayRules()),
+		Models: svc.API.Models, Price: billing.DefaultPrice, Replay: replay.NewDesk(e.pool, functions.ReplayRules(), &replay.DeskOpts{ReplayWindow: svc.ReplayWindow}),
 		Registerer: reg, Logger: logger.With(slog.String("component", "api"))})
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = httpSrv.Serve(ln) }()

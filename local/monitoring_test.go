@@ -169,7 +169,7 @@ func registeredSeries(t *testing.T) map[string][]string {
 	relay.NewMetrics(reg)
 	source.NewMetrics(reg)
 	dlq.NewMetrics(reg)
-	api.New(api.Options{Pool: pool, Redis: rdb, Replay: replay.NewDesk(pool, functions.ReplayRules()),
+	api.New(api.Options{Pool: pool, Redis: rdb, Replay: replay.NewDesk(pool, functions.ReplayRules(), nil),
 		Models: []string{"minimax/video-01"}, Price: billing.DefaultPrice, Registerer: reg})
 
 	descs := make(chan *prometheus.Desc, 1024)

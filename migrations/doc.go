@@ -13,6 +13,9 @@
 //   - 000002_tasks: tenants, api_keys, generation_tasks, task_attempts,
 //     task_events, assets, render_jobs.
 //   - 000003_billing: credit_accounts, credit_reservations, credit_ledger.
+//   - 000012_partitioned_logs: outbox_events and inbox_dedup partitioned
+//     by RANGE (event_id), a partition per UTC day, so that package
+//     shared/retention can prune them by dropping whole partitions.
 //
 // Why each table, key and check exists is written beside it in the SQL and
 // stored with COMMENT ON, so psql's \d+ shows it too.

@@ -67,7 +67,7 @@ func setupWith(t *testing.T, pool *pgxpool.Pool, rdb *redis.Client, opts ...func
 		Limits:     config.API{MaxBodyBytes: maxBodyBytes, MaxPromptChars: maxPromptChars, DownloadTTL: 15 * time.Minute},
 		Models:     []string{testModel, "acme/video-2"},
 		Price:      billing.Price{DefaultPerSecond: pricePerSecond},
-		Replay:     replay.NewDesk(pool, functions.ReplayRules()),
+		Replay:     replay.NewDesk(pool, functions.ReplayRules(), nil),
 		Logger:     slog.New(slog.NewTextHandler(t.Output(), nil)),
 		Heartbeat:  200 * time.Millisecond,
 		Registerer: prometheus.NewRegistry(),

@@ -40,12 +40,13 @@ import (
 
 // Error codes of the replay endpoints.
 const (
-	CodeAmbiguousEvent    = "ambiguous_event"     // 409: the event is quarantined for several consumer groups; name one
-	CodeReplayRefused     = "replay_refused"      // 409: the verdict refuses the replay; nothing is sent
-	CodeReplayNotApproved = "replay_not_approved" // 409: execute of a dry run that was never approved
-	CodeReplayDecided     = "replay_decided"      // 409: approve of a replay already approved or refused
-	CodeQuarantineChanged = "quarantine_changed"  // 409: a bulk approval's expect no longer matches
-	CodeQuarantineClosed  = "quarantine_closed"   // 409: discard of a message replayed or discarded already
+	CodeAmbiguousEvent      = "ambiguous_event"       // 409: the event is quarantined for several consumer groups; name one
+	CodeReplayRefused       = "replay_refused"        // 409: the verdict refuses the replay; nothing is sent
+	CodeReplayOutsideWindow = "replay_outside_window" // 409: refused, the event is older than REPLAY_WINDOW and its inbox rows may be pruned
+	CodeReplayNotApproved   = "replay_not_approved"   // 409: execute of a dry run that was never approved
+	CodeReplayDecided       = "replay_decided"        // 409: approve of a replay already approved or refused
+	CodeQuarantineChanged   = "quarantine_changed"    // 409: a bulk approval's expect no longer matches
+	CodeQuarantineClosed    = "quarantine_closed"     // 409: discard of a message replayed or discarded already
 )
 
 const (
@@ -411,6 +412,8 @@ func (s *Server) replayError(ctx context.Context, what string, err error) *apiEr
 		return errorf(http.StatusNotFound, CodeNotFound, "%s", err.Error())
 	case errors.Is(err, replay.ErrAmbiguous):
 		return errorf(http.StatusConflict, CodeAmbiguousEvent, "%s", err.Error())
+	case errors.Is(err, replay.ErrOutsideWindow): // before ErrRefused, which it wraps too
+		return errorf(http.StatusConflict, CodeReplayOutsideWindow, "%s", err.Error())
 	case errors.Is(err, replay.ErrRefused):
 		return errorf(http.StatusConflict, CodeReplayRefused, "%s", err.Error())
 	case errors.Is(err, replay.ErrNotApproved):

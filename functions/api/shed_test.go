@@ -32,7 +32,7 @@ func TestBrokerDownShedsLowPriorityCreates(t *testing.T) {
 	srv := api.New(api.Options{Pool: pool, Redis: stagetest.NewRedis(t), Blob: fakePresigner{},
 		Limits: config.API{MaxBodyBytes: maxBodyBytes, MaxPromptChars: maxPromptChars, DownloadTTL: 15 * time.Minute,
 			ShedAfter: 30 * time.Second, ShedBelow: 5},
-		Models: []string{testModel}, Price: billing.Price{DefaultPerSecond: pricePerSecond}, Replay: replay.NewDesk(pool, nil),
+		Models: []string{testModel}, Price: billing.Price{DefaultPerSecond: pricePerSecond}, Replay: replay.NewDesk(pool, nil, nil),
 		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
@@ -87,7 +87,7 @@ func TestRendersAreShedFirst(t *testing.T) {
 	srv := api.New(api.Options{Pool: pool, Redis: stagetest.NewRedis(t), Blob: fakePresigner{},
 		Limits: config.API{MaxBodyBytes: maxBodyBytes, MaxPromptChars: maxPromptChars, DownloadTTL: 15 * time.Minute,
 			ShedAfter: time.Minute, ShedBelow: 5},
-		Models: []string{testModel}, Price: billing.Price{DefaultPerSecond: pricePerSecond}, Replay: replay.NewDesk(pool, nil)})
+		Models: []string{testModel}, Price: billing.Price{DefaultPerSecond: pricePerSecond}, Replay: replay.NewDesk(pool, nil, nil)})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	b := &testBundle{pool: pool, srv: srv, http: hs}

@@ -49,7 +49,10 @@ type Params struct {
 	Provider provider.Client
 	Slots    *slots.Limiter
 	Journey  config.Journey
-	Timeout  time.Duration
+	// ReplayWindow is REPLAY_WINDOW: the scan drops outbox and inbox
+	// partitions past it; config.DefaultReplayWindow when zero.
+	ReplayWindow time.Duration
+	Timeout      time.Duration
 	// Replays records executed replays' after-snapshots on each scan
 	// (replay.Desk); nil skips it.
 	Replays ReplayRecorder
@@ -79,7 +82,8 @@ func New(p Params) *stage.Function {
 		r.Logger.InfoContext(ctx, "reconcile scan", slog.String("trigger", ev.Type()), slog.Any("rescued", rep.Rescued),
 			slog.Int("settled", rep.Settled), slog.Int("needs_attention", rep.NeedsAttention), slog.Any("uploads", rep.Uploads), slog.Any("renders", rep.Renders),
 			slog.Int("stale_outbox_rows", rep.StaleOutboxRows), slog.Duration("oldest_unpublished", rep.OldestUnpublished),
-			slog.Int("replays_applied", rep.ReplaysApplied), slog.Int64("delivery_failures_pruned", rep.FailuresPruned))
+			slog.Int("replays_applied", rep.ReplaysApplied), slog.Int64("delivery_failures_pruned", rep.FailuresPruned),
+			slog.Any("retention", rep.Retention))
 		return nil
 	}
 	return stage.Combine(stage.Params{Name: Name, Logger: p.Logger, Triggers: map[string]stage.TriggerFunc{ScanEventType: scan, PingEventType: scan}},

@@ -16,6 +16,7 @@ import (
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/quarantine"
+	"github.com/aivedio/pipeline/shared/retention"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
@@ -50,10 +51,11 @@ type ScanReport struct {
 	NeedsAttention     int
 	Uploads            UploadReport
 	Renders            RenderReport
-	StaleOutboxRows    int           // unpublished rows older than OUTBOX_STALE_AFTER
-	OldestUnpublished  time.Duration // age of the oldest unpublished row
-	ReplaysApplied     int           // executed replays whose after-snapshot was recorded
-	FailuresPruned     int64         // delivery failure records of messages long gone
+	StaleOutboxRows    int              // unpublished rows older than OUTBOX_STALE_AFTER
+	OldestUnpublished  time.Duration    // age of the oldest unpublished row
+	ReplaysApplied     int              // executed replays whose after-snapshot was recorded
+	FailuresPruned     int64            // delivery failure records of messages long gone
+	Retention          retention.Report // outbox and inbox partitions created and dropped
 }
 
 // failureRetention is how long a message's failure record outlives its
@@ -155,6 +157,9 @@ func (r *reconciler) Scan(ctx context.Context) (ScanReport, error) {
 		r.Logger.WarnContext(ctx, "outbox rows are not being published: is the relay running and the broker reachable?",
 			slog.Int("stale_rows", rep.StaleOutboxRows), slog.Duration("oldest", rep.OldestUnpublished))
 	}
+	if rep.Retention, err = r.maintainRetention(ctx); err != nil {
+		return rep, err
+	}
 	return rep, nil
 }
 
@@ -252,11 +257,13 @@ func (r *reconciler) rescueInFlight(ctx context.Context, tx pgx.Tx, id uuid.UUID
 	// keeps no inbox, so that one would never look taken), and only a step
 	// re-emitted since the task last moved: an old poll never taken says
 	// nothing about a fetch.
+	// The producer is written into the statement so that the partial
+	// index on this producer's rows (migration 13) serves it in every plan.
 	err := tx.QueryRow(ctx, `SELECT event_id, topic, tag FROM outbox_events
-		WHERE aggregate_id = $1 AND producer = $2 AND event_type <> $4 AND published_at > now() - interval '1 millisecond' * $3
-		  AND created_at >= coalesce((SELECT max(created_at) FROM task_events WHERE task_id = $5 AND reason NOT LIKE $6 || '%'), '-infinity')
+		WHERE aggregate_id = $1 AND producer = '`+Name+`' AND event_type <> $3 AND published_at > now() - interval '1 millisecond' * $2
+		  AND created_at >= coalesce((SELECT max(created_at) FROM task_events WHERE task_id = $4 AND reason NOT LIKE $5 || '%'), '-infinity')
 		ORDER BY created_at DESC, event_id DESC LIMIT 1`,
-		id.String(), scanOrigin.Producer, r.Journey.StuckAfter.Milliseconds(), catalog.EventTaskStateChanged, id, rescueReason).Scan(&eventID, &topicName, &tag)
+		id.String(), r.Journey.StuckAfter.Milliseconds(), catalog.EventTaskStateChanged, id, rescueReason).Scan(&eventID, &topicName, &tag)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}

@@ -14,6 +14,9 @@ echo "== benchmarks (real PostgreSQL and RocketMQ proxy)"
 go test -run='^$' -bench='Kernel|BareBroker|PostgresOnly' -benchtime=3x -count=1 -timeout 20m ./adapter/kernelbench/ | tee "$out"
 go test -run='^$' -bench=. -benchtime=2s -count=1 ./shared/inbox/ | tee -a "$out"
 
+echo "== outbox and inbox history (issue 13): the relay's claim-and-publish and a stage transaction beside 0, 1 and 10 million rows of history in each table"
+go test -run='^$' -bench='^BenchmarkLogHistory$' -benchtime=3s -count=1 -timeout 30m ./adapter/relay/ | tee -a "$out"
+
 echo "== the RocketMQ client's own log: the bare broker pair at info into log files (the client's default), then at warn to stderr (ours)"
 clientlog=$(mktemp -d)
 ROCKETMQ_CLIENT_LOG_LEVEL=info ROCKETMQ_CLIENT_LOG_DIR="$clientlog" \
@@ -90,4 +93,25 @@ awk '
 		printf "CPU s (ffmpeg, ffprobe, Go)        %8.3f       %8.3f   ratio %.2f (goal <= 1.05)\n", pc, c1, (pc > 0 ? c1 / pc : 0)
 		printf "  of which the chunks ffmpeg runs  %8.3f       %8.3f;  ffprobe checks %.3f\n", pr, r1, p1
 		printf "chunked, two at a time, speedup over one pass: %.2fx\n", (w2 > 0 ? pw / w2 : 0)
+	}' "$out"
+
+echo
+awk '
+	function metric(unit,   i) { for (i = 3; i < NF; i++) if ($(i+1) == unit) return $i; return "" }
+	function ratio(w, h) { return v[w, "0"] > 0 ? v[w, h] / v[w, "0"] : 0 }
+	function row(label, w,   r1, r10) {
+		r1 = ratio(w, "1M"); r10 = ratio(w, "10M")
+		printf "%-40s %8.3f %8.3f %8.3f   %.2f  %.2f  %s\n", label, v[w, "0"], v[w, "1M"], v[w, "10M"], r1, r10,
+			(r1 <= 1.2 && r10 <= 1.2 ? "flat (target <= 1.20x)" : "NOT flat (target <= 1.20x)")
+	}
+	/^BenchmarkLogHistory\/history=/ {
+		split($1, p, "/"); h = p[2]; sub(/^history=/, "", h); w = p[3]; sub(/-[0-9]+$/, "", w)
+		v[w, h] = (w == "relay-claim") ? metric("ms/batch") : metric("ms/tx")
+		seen = 1
+	}
+	END {
+		if (!seen) exit
+		printf "%-40s %8s %8s %8s   %s\n", "history rows in each table", "0", "1M", "10M", "1M/0  10M/0"
+		row("relay claim+publish of 64, ms/batch", "relay-claim")
+		row("stage transaction (inbox insert), ms/tx", "inbox-do")
 	}' "$out"

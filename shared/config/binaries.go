@@ -70,6 +70,7 @@ type StageFunction struct {
 	Media
 	Provider
 	Journey
+	Retention
 	Ops
 }
 
@@ -79,7 +80,8 @@ func (c StageFunction) Validate() error {
 	if c.Stage == "" {
 		stage = errors.New("STAGE must name a stage")
 	}
-	return errors.Join(stage, c.Postgres.Validate(), c.Redis.Validate(), c.S3.Validate(), c.Media.Validate(), c.Provider.Validate(), c.Journey.Validate(), c.Ops.Validate())
+	return errors.Join(stage, c.Postgres.Validate(), c.Redis.Validate(), c.S3.Validate(), c.Media.Validate(), c.Provider.Validate(),
+		c.Journey.Validate(), c.Retention.Validate(), c.Ops.Validate())
 }
 
 // APIServer is what the public API reads.
@@ -90,9 +92,22 @@ type APIServer struct {
 	Provider
 	Ops
 	API
+	Retention
 }
 
 // Validate checks every block.
 func (c APIServer) Validate() error {
-	return errors.Join(c.Postgres.Validate(), c.Redis.Validate(), c.S3.Validate(), c.Provider.Validate(), c.Ops.Validate(), c.API.Validate())
+	return errors.Join(c.Postgres.Validate(), c.Redis.Validate(), c.S3.Validate(), c.Provider.Validate(), c.Ops.Validate(), c.API.Validate(),
+		c.Retention.Validate())
+}
+
+// ReplayCommand is what `adapter replay` reads.
+type ReplayCommand struct {
+	Postgres
+	Retention
+}
+
+// Validate checks every block.
+func (c ReplayCommand) Validate() error {
+	return errors.Join(c.Postgres.Validate(), c.Retention.Validate())
 }

@@ -195,6 +195,33 @@ func (r Relay) Validate() error {
 	return nil
 }
 
+// DefaultReplayWindow is REPLAY_WINDOW's default (its tag says the same,
+// checked by a test), and what package retention and package replay take
+// for zero.
+const DefaultReplayWindow = 7 * 24 * time.Hour
+
+// minReplayWindow is the shortest REPLAY_WINDOW accepted: RocketMQ keeps
+// messages 72 h by default (fileReservedTime) and its timer holds a
+// delayed message up to 3 days, so the broker may redeliver an event that
+// old, and its inbox row must still be there to deduplicate it.
+const minReplayWindow = 72 * time.Hour
+
+// Retention is how long the outbox and the inbox keep their rows: the
+// reconcile scan drops their partitions past it, and the replay desk
+// refuses to replay an event older than it.
+type Retention struct {
+	ReplayWindow time.Duration `envconfig:"REPLAY_WINDOW" default:"168h" desc:"published outbox rows and inbox rows are kept at least this long (whole daily partitions are dropped after); a replay of an older event is refused. Set the same on reconcile and the API"`
+}
+
+// Validate reports the first unusable setting, naming its variable.
+func (r Retention) Validate() error {
+	if r.ReplayWindow < minReplayWindow {
+		return fmt.Errorf("REPLAY_WINDOW must be at least %s: the broker may redeliver a message that old, and its inbox row must still deduplicate it; got %s",
+			minReplayWindow, r.ReplayWindow)
+	}
+	return nil
+}
+
 // The source adapter's defaults: the Source block's (its default tags say
 // the same, checked by a test), and what adapter/source, the CloudEvents
 // receiver and `go run ./local` take for zero.

@@ -71,7 +71,7 @@ func TestREADMEListsEveryVariable(t *testing.T) {
 	t.Parallel()
 	readme, err := os.ReadFile("../../README.md")
 	require.NoError(t, err)
-	for _, block := range []any{config.Postgres{}, config.RocketMQ{}, config.Redis{}, config.S3{}, config.Media{}, config.Ops{}, config.Relay{}, config.Source{}, config.Provider{}, config.API{}, config.Journey{}} {
+	for _, block := range []any{config.Postgres{}, config.RocketMQ{}, config.Redis{}, config.S3{}, config.Media{}, config.Ops{}, config.Relay{}, config.Source{}, config.Provider{}, config.API{}, config.Journey{}, config.Retention{}} {
 		typ := reflect.TypeOf(block)
 		for i := range typ.NumField() {
 			name := typ.Field(i).Tag.Get("envconfig")

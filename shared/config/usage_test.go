@@ -45,3 +45,17 @@ func TestSourceDefaultsAreSaidOnce(t *testing.T) {
 	require.Equal(t, config.DefaultSourceInvisible, s.Invisible)
 	require.Equal(t, config.DefaultSourceHandlerTimeout, s.HandlerTimeout)
 }
+
+// TestReplayWindowDefaultIsSaidOnce: REPLAY_WINDOW's default tag is the
+// exported default that retention and replay take for zero, and a window
+// shorter than the broker keeps messages is refused by name.
+func TestReplayWindowDefaultIsSaidOnce(t *testing.T) {
+	t.Setenv("REPLAY_WINDOW", "") // restored when the test ends
+	require.NoError(t, os.Unsetenv("REPLAY_WINDOW"))
+	var r config.Retention
+	require.NoError(t, config.Load(&r))
+	require.Equal(t, config.DefaultReplayWindow, r.ReplayWindow)
+
+	t.Setenv("REPLAY_WINDOW", "24h")
+	require.ErrorContains(t, config.Load(&r), "REPLAY_WINDOW must be at least 72h0m0s")
+}

@@ -90,7 +90,7 @@ func Write(ctx context.Context, tx pgx.Tx, events ...Event) error {
 	}
 	if err != nil {
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && pgErr.ConstraintName == "outbox_events_pkey" {
+		if errors.As(err, &pgErr) && isEventIDConflict(pgErr) {
 			return fmt.Errorf("%w %s: an event with this id is already in outbox_events: %w", ErrDuplicateEvent, duplicateKey(pgErr), err)
 		}
 		return fmt.Errorf("insert %d outbox events: %w", len(events), err)
@@ -153,6 +153,16 @@ func nullable(s string) any {
 		return nil
 	}
 	return s
+}
+
+// isEventIDConflict reports a unique violation of the outbox's primary key.
+// outbox_events is partitioned (migration 000012), and PostgreSQL names the
+// partition's index in the error (outbox_events_p20261201_pkey, not
+// outbox_events_pkey), so the key is recognised by its table and column:
+// event_id is the only unique key of outbox_events and its partitions.
+func isEventIDConflict(pgErr *pgconn.PgError) bool {
+	return pgErr.Code == pgerrcode.UniqueViolation && strings.HasPrefix(pgErr.TableName, "outbox_events") &&
+		strings.HasPrefix(pgErr.Detail, "Key (event_id)=")
 }
 
 // duplicateKey extracts the event id from the violation's detail,

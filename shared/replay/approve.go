@@ -48,7 +48,7 @@ func (desk *Desk) Approve(ctx context.Context, replayID uuid.UUID, d Decision) (
 		status := StatusApproved
 		if rep.Verdict.Action == preview.Refuse {
 			step.Step, status = StepRefused, StatusRejected
-			refused = fmt.Errorf("%w: %s: %s", ErrRefused, rep.Verdict.Code, rep.Verdict.Reason)
+			refused = refusal(rep.Verdict)
 		}
 		rep.Status = status
 		return decide(ctx, tx, replayID, status, d, rep, step, now)

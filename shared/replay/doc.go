@@ -63,6 +63,19 @@
 // contradicts what the consumer recorded under the same event id) is
 // never sent.
 //
+// # The replay window
+//
+// An event older than the replay window (REPLAY_WINDOW, [DeskOpts]) is
+// refused with the code [CodeOutsideWindow], and deciding it fails with
+// [ErrOutsideWindow]: package retention prunes the inbox past the window,
+// so the consumer may no longer know that it applied the event, and the
+// dry run could no longer show it either. The event's time is the
+// earliest the database can vouch for: the time its UUIDv7 id carries
+// (which also names the inbox partition its rows live in), the created_at
+// of its original outbox row while that exists, and when it was
+// quarantined; never the producer's occurred_at. The report carries it
+// (EventTime, EventTimeFrom) beside the window.
+//
 // # Rules
 //
 // Replay does not know the stages: a [Desk] is made with the rules of the

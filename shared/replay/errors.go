@@ -7,6 +7,7 @@ import (
 	"unicode"
 
 	"github.com/aivedio/pipeline/shared/pg"
+	"github.com/aivedio/pipeline/shared/preview"
 )
 
 // Errors callers branch on. Every error of this package that a person
@@ -29,7 +30,19 @@ var (
 	// ErrChanged: the quarantine no longer matches what the bulk dry run
 	// counted; nothing was approved.
 	ErrChanged = errors.New("quarantine changed since the dry run")
+	// ErrOutsideWindow: the event is older than the replay window, so the
+	// consumer's inbox may no longer know it; the replay is refused, and
+	// the error wraps ErrRefused too.
+	ErrOutsideWindow = errors.New("event outside the replay window")
 )
+
+// refusal is the error of a decision refused with verdict v.
+func refusal(v preview.Verdict) error {
+	if v.Code == CodeOutsideWindow {
+		return fmt.Errorf("%w: %w: %s", ErrRefused, ErrOutsideWindow, v.Reason)
+	}
+	return fmt.Errorf("%w: %s: %s", ErrRefused, v.Code, v.Reason)
+}
 
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))

@@ -20,7 +20,7 @@ func Example() {
 		pool    *pgxpool.Pool // the service's pool
 		rules   preview.Rules // the stages' previews: functions.ReplayRules()
 		eventID = uuid.MustParse("01936d3c-5b7e-7c3a-9f1e-2b4c6d8e0a1f")
-		desk    = replay.NewDesk(pool, rules)
+		desk    = replay.NewDesk(pool, rules, nil)
 	)
 	plan, err := desk.Plan(ctx, replay.Ref{ID: eventID}, "alice")
 	if err != nil {

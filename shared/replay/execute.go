@@ -74,6 +74,9 @@ func (desk *Desk) Execute(ctx context.Context, approvalID uuid.UUID, operator st
 		case StatusDryRun:
 			return fmt.Errorf("%w: replay %s is a dry run; approve it first under a ticket", ErrNotApproved, approvalID)
 		case StatusRejected:
+			if v := lastRefusal(cur.Steps); v != nil && v.Code == CodeOutsideWindow {
+				return fmt.Errorf("%w: %w: replay %s was refused: %s", ErrRefused, ErrOutsideWindow, approvalID, v.Reason)
+			}
 			return fmt.Errorf("%w: replay %s was refused: %s", ErrRefused, approvalID, lastReason(cur.Steps))
 		}
 		in, now, err := desk.reinspect(ctx, tx, cur)
@@ -84,7 +87,7 @@ func (desk *Desk) Execute(ctx context.Context, approvalID uuid.UUID, operator st
 		step := rep.step(StepExecuted, now, operator)
 		if rep.Verdict.Action == preview.Refuse {
 			step.Step = StepRefused
-			refused = fmt.Errorf("%w: %s: %s", ErrRefused, rep.Verdict.Code, rep.Verdict.Reason)
+			refused = refusal(rep.Verdict)
 			_, err := recordStep(ctx, tx, approvalID, step, `status = 'REJECTED'`)
 			return err
 		}
@@ -207,10 +210,18 @@ func executed(cur current) Execution {
 
 // lastReason is the reason of the latest refusal in steps.
 func lastReason(steps []Step) string {
-	for i := len(steps) - 1; i >= 0; i-- {
-		if steps[i].Step == StepRefused && steps[i].Verdict != nil {
-			return steps[i].Verdict.Code + ": " + steps[i].Verdict.Reason
-		}
+	if v := lastRefusal(steps); v != nil {
+		return v.Code + ": " + v.Reason
 	}
 	return "no reason recorded"
+}
+
+// lastRefusal is the verdict of the latest refusal in steps, or nil.
+func lastRefusal(steps []Step) *preview.Verdict {
+	for i := len(steps) - 1; i >= 0; i-- {
+		if steps[i].Step == StepRefused && steps[i].Verdict != nil {
+			return steps[i].Verdict
+		}
+	}
+	return nil
 }

@@ -38,7 +38,7 @@ type testBundle struct {
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	pool := dbtest.TestSchema(t)
-	return &testBundle{pool: pool, desk: replay.NewDesk(pool, fakeRules)}
+	return &testBundle{pool: pool, desk: replay.NewDesk(pool, fakeRules, nil)}
 }
 
 // fakeRules stand in for the stages' previews, which live with the stages

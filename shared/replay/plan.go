@@ -134,6 +134,12 @@ func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, n
 		}
 	}
 
+	if rep.EventTime, rep.EventTimeFrom, err = eventTime(ctx, q, r.Message); err != nil {
+		return inspection{}, err
+	}
+	rep.ReplayWindow = desk.window
+	tooOld := outsideWindow(r.Message, rep.EventTime, rep.EventTimeFrom, now, desk.window)
+
 	env, envErr := decodeEnvelope(r.Properties, r.Body)
 	if envErr != nil {
 		rep.EventError = envErr.Error()
@@ -193,6 +199,8 @@ func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, n
 	switch {
 	case r.Status != quarantine.Quarantined:
 		verdict = preview.Refuse.Because("quarantine."+strings.ToLower(r.Status), "the message is %s already; a quarantined message is replayed once", r.Status)
+	case tooOld != nil:
+		verdict = *tooOld
 	case !known:
 		verdict = preview.Refuse.Because("consumer.unknown", "consumer group %q is not in the catalog: nothing would take the replay", r.Consumer)
 	case envErr != nil:

@@ -41,7 +41,14 @@ type Report struct {
 	// EventError says why.
 	Event      *envelope.Envelope `json:"event,omitempty"`
 	EventError string             `json:"event_error,omitempty"`
-	Target     *Destination       `json:"target,omitempty"`
+	// EventTime is when the event was made as far as the database can
+	// tell, and EventTimeFrom which clue said so (TimeFromEventID,
+	// TimeFromOutbox, TimeFromQuarantine): what the replay window is
+	// checked against. ReplayWindow is that window.
+	EventTime     time.Time     `json:"event_time"`
+	EventTimeFrom string        `json:"event_time_from"`
+	ReplayWindow  time.Duration `json:"replay_window"`
+	Target        *Destination  `json:"target,omitempty"`
 	// Task is the task the event is about, as it is now; nil when the
 	// event names none or it does not exist.
 	Task         *preview.TaskState `json:"task,omitempty"`

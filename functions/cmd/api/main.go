@@ -100,7 +100,7 @@ func run(ctx context.Context) (err error) {
 	reg.MustRegister(provider.IdentityCollector(), replay.Collector())
 	srv := api.New(api.Options{
 		Pool: pool, Redis: rdb, Blob: store, Uploads: store, Callbacks: parsers, Limits: cfg.API,
-		Models: cfg.API.Models, Price: billing.DefaultPrice, Replay: replay.NewDesk(pool, functions.ReplayRules()),
+		Models: cfg.API.Models, Price: billing.DefaultPrice, Replay: replay.NewDesk(pool, functions.ReplayRules(), &replay.DeskOpts{ReplayWindow: cfg.ReplayWindow}),
 		Logger: logger, Registerer: reg,
 	})
 	// Ready needs both: without PostgreSQL no route works, and without
