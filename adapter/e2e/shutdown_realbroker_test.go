@@ -355,11 +355,13 @@ func TestRealBrokerDLQDrainShutdown(t *testing.T) {
 	messageID, err := producer.Send(ctx, &msg)
 	require.NoError(t, err)
 
-	// An uncommitted row with the same key makes the drainer's insert of
-	// this dead letter (ON CONFLICT DO NOTHING) wait for the test, and only
-	// this one: whatever else the topic holds is recorded meanwhile.
-	lock := lockRows(t, pool, `INSERT INTO message_quarantine (consumer_name, message_id, topic, error_class, error_code, delivery_attempt, body, source)
-		VALUES ($1, $2, 'placeholder', 'placeholder', 'placeholder', 0, '', 'DLQ')`, group.Name, messageID)
+	// An uncommitted row with the same key (consumer, event, payload) makes
+	// the drainer's insert of this dead letter (ON CONFLICT) wait for the
+	// test, and only this one: whatever else the topic holds is recorded
+	// meanwhile.
+	lock := lockRows(t, pool, `INSERT INTO message_quarantine (consumer_name, event_id, message_id, topic, error_class, error_code, category,
+			delivery_attempt, body, source)
+		VALUES ($1, $2, $3, 'placeholder', 'placeholder', 'placeholder', 'DEPENDENCY', 0, $4, 'DLQ')`, group.Name, e.Envelope.EventID, messageID, msg.Body)
 
 	drain := startDaemon(t, "dlq drain", buildBinary(t, "github.com/aivedio/pipeline/adapter"),
 		adapterEnv(cfg, dbURL), "dlq", "drain", "--group", group.Name)
