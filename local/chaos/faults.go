@@ -87,6 +87,15 @@ func (f *faulter) run(ctx context.Context, window time.Duration) time.Time {
 	for {
 		wait := time.Duration(float64(f.every) * (0.5 + f.rng.Float64()))
 		if time.Now().Add(wait).After(end) {
+			// A service restart takes the loop's time (a proxy restart
+			// half a minute): what it planned and has not reached yet
+			// happens now, so that every kind asked for is injected.
+			for _, p := range plan {
+				if ended, what := f.inject(ctx, p.kind); what != "" {
+					f.record(p.kind, what)
+					last = maxTime(last, ended)
+				}
+			}
 			break
 		}
 		select {
@@ -105,10 +114,7 @@ func (f *faulter) run(ctx context.Context, window time.Duration) time.Time {
 		if what == "" {
 			continue
 		}
-		f.counts[kind]++
-		line := fmt.Sprintf("%6.1fs  %-8s %s", time.Since(f.start).Seconds(), kind, what)
-		f.log = append(f.log, line)
-		fmt.Println("chaos: fault", line)
+		f.record(kind, what)
 		last = maxTime(last, ended)
 	}
 	// A pause or an outage may outlast the window: the last fault ends
@@ -118,6 +124,14 @@ func (f *faulter) run(ctx context.Context, window time.Duration) time.Time {
 	case <-time.After(time.Until(last)):
 	}
 	return last
+}
+
+// record counts and prints one injected fault.
+func (f *faulter) record(kind, what string) {
+	f.counts[kind]++
+	line := fmt.Sprintf("%6.1fs  %-8s %s", time.Since(f.start).Seconds(), kind, what)
+	f.log = append(f.log, line)
+	fmt.Println("chaos: fault", line)
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -31,16 +31,19 @@ import (
 // The journey settings of a chaos run: the production defaults scaled
 // down, so that what the reconciler rescues is rescued within the run.
 var chaosJourney = map[string]string{
-	"POLL_FIRST_DELAY":      "1s",
-	"POLL_MAX_INTERVAL":     "3s",
-	"GENERATION_MAX_WAIT":   "5m",
-	"SUBMIT_RETRY_BASE":     "500ms",
-	"SUBMIT_RETRY_MAX":      "5s",
-	"SUBMIT_MAX_RETRIES":    "200",
-	"RECONCILE_DELAY":       "2s",
-	"RECONCILE_MAX_ROUNDS":  "10",
-	"RECONCILE_SCAN_GRACE":  "5s",
-	"RECONCILE_STUCK_AFTER": "30s",
+	"POLL_FIRST_DELAY":     "1s",
+	"POLL_MAX_INTERVAL":    "3s",
+	"GENERATION_MAX_WAIT":  "5m",
+	"SUBMIT_RETRY_BASE":    "500ms",
+	"SUBMIT_RETRY_MAX":     "5s",
+	"SUBMIT_MAX_RETRIES":   "200",
+	"RECONCILE_DELAY":      "2s",
+	"RECONCILE_MAX_ROUNDS": "10",
+	"RECONCILE_SCAN_GRACE": "5s",
+	// Above the worst backlog a stage builds on two cores (the long run's
+	// transcode queue reaches about two minutes): a step not taken within
+	// it counts as lost, and three such rounds hand the task to a person.
+	"RECONCILE_STUCK_AFTER": "3m",
 	"FETCH_RETRY_BASE":      "1s",
 	"FETCH_RETRY_MAX":       "5s",
 	"FETCH_MAX_WAIT":        "15m",

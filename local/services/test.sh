@@ -16,4 +16,4 @@ echo "== go test -race ./..."
 go test -race -count=1 -timeout 15m ./...
 # The short chaos run restarts services every test uses: it runs alone, last.
 echo "== chaos, the short run: every binary its own process, faults from seed ${CHAOS_SEED:-1}, the invariants"
-AIVEDIO_SERVICES_SCRIPT=local/services/services.sh go run ./local/chaos -n 40 -faults 75s -every 3s -converge 4m -seed "${CHAOS_SEED:-1}"
+AIVEDIO_SERVICES_SCRIPT=local/services/services.sh go run ./local/chaos -n 40 -faults 75s -every 3s -converge 6m -seed "${CHAOS_SEED:-1}"
