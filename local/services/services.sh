@@ -59,13 +59,55 @@ as_postgres() {
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-wait_port() { # name port seconds logfile
+# show_log prints the end of a log on stderr: `down` removes $DIR after a
+# failed start, and the log is then the only trace of why.
+show_log() { # logfile
+	[ -f "$1" ] || return 0
+	printf 'services: the last lines of %s:\n' "$1" >&2
+	tail -n 25 "$1" | sed 's/^/services:   /' >&2
+}
+
+# await_port waits for a port to open; it returns 1 on timeout and 2 as soon
+# as the process in the pid file (when one is named) has exited.
+await_port() { # port seconds [pidname]
 	local i
-	for ((i = 0; i < $3 * 5; i++)); do
-		port_open "$2" && return 0
+	for ((i = 0; i < $2 * 5; i++)); do
+		port_open "$1" && return 0
+		if [ -n "${3:-}" ] && ! alive "$3"; then return 2; fi
 		sleep 0.2
 	done
+	return 1
+}
+
+wait_port() { # name port seconds logfile [pidname]
+	local rc=0
+	await_port "$2" "$3" "${5:-}" || rc=$?
+	[ "$rc" = 0 ] && return 0
+	show_log "$4"
+	[ "$rc" = 2 ] && die "$1 exited before opening 127.0.0.1:$2; see $4"
 	die "$1 did not open 127.0.0.1:$2 within $3s; see $4"
+}
+
+# start_java starts a RocketMQ JVM and waits for its port, trying a second
+# time when the first JVM exits or stays silent: a JVM start on a loaded
+# two-core machine can stall past any fixed bound, and one stall must not fail
+# a whole `make test`.
+start_java() { # pidname port seconds logfile java-args...
+	local name=$1 port=$2 secs=$3 logf=$4 try rc
+	shift 4
+	for try in 1 2; do
+		nohup java "$@" >"$logf" 2>&1 &
+		echo $! >"$DIR/$name.pid"
+		rc=0
+		await_port "$port" "$secs" "$name" || rc=$?
+		[ "$rc" = 0 ] && return 0
+		show_log "$logf"
+		[ "$try" = 2 ] && break
+		log "$name did not open 127.0.0.1:$port (try $try of 2: $([ "$rc" = 2 ] && echo exited || echo "silent for ${secs}s")); starting it again"
+		stop_pid "$name"
+		cp "$logf" "$logf.try$try" 2>/dev/null || true
+	done
+	die "$name did not open 127.0.0.1:$port in two tries of ${secs}s; see $logf"
 }
 
 alive() { [ -f "$DIR/$1.pid" ] && kill -0 "$(cat "$DIR/$1.pid")" 2>/dev/null; }
@@ -126,7 +168,7 @@ start_postgres() {
 	# fsync stays on: tests measure the durable path the product runs on.
 	as_postgres "$bin/pg_ctl" -D "$data" -l "$DIR/postgres.log" -w -t 60 \
 		-o "-p $PG_PORT -c listen_addresses=127.0.0.1 -k $data -c max_connections=200" start >/dev/null ||
-		die "PostgreSQL did not start; see $DIR/postgres.log"
+		{ show_log "$DIR/postgres.log"; die "PostgreSQL did not start; see $DIR/postgres.log"; }
 	as_postgres "$bin/psql" -h 127.0.0.1 -p "$PG_PORT" -U aivedio -d postgres -tAc \
 		"SELECT 1 FROM pg_database WHERE datname='aivedio'" | grep -q 1 ||
 		as_postgres "$bin/createdb" -h 127.0.0.1 -p "$PG_PORT" -U aivedio aivedio
@@ -139,7 +181,7 @@ start_redis() {
 	redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$DIR/redis" --save '' --appendonly no \
 		--daemonize yes --pidfile "$DIR/redis.pid" --logfile "$DIR/redis.log" ||
 		die "redis-server did not start; see $DIR/redis.log"
-	wait_port redis "$REDIS_PORT" 20 "$DIR/redis.log"
+	wait_port redis "$REDIS_PORT" 20 "$DIR/redis.log" redis
 }
 
 install_versitygw() {
@@ -158,7 +200,7 @@ start_s3() {
 	ROOT_ACCESS_KEY=$S3_ACCESS_KEY ROOT_SECRET_KEY=$S3_SECRET_KEY \
 		nohup "$GOBIN_DIR/versitygw" --port "127.0.0.1:$S3_PORT" posix "$DIR/s3" >"$DIR/s3.log" 2>&1 &
 	echo $! >"$DIR/s3.pid"
-	wait_port s3 "$S3_PORT" 30 "$DIR/s3.log"
+	wait_port s3 "$S3_PORT" 30 "$DIR/s3.log" s3
 }
 
 install_rocketmq() {
@@ -276,21 +318,18 @@ start_rocketmq() { # home name-prefix namesrv-port grpc-port broker-port heap
 	if ! alive "${p}namesrv"; then
 		check_port_free "${p}namesrv" "$namesrv" "${var}NAMESRV_PORT"
 		# shellcheck disable=SC2046
-		nohup java $(java_opts 128m "$home") -cp "$ROCKETMQ_LIB/*" org.apache.rocketmq.namesrv.NamesrvStartup \
-			-c "$home/conf/namesrv.properties" >"$DIR/${p}namesrv.log" 2>&1 &
-		echo $! >"$DIR/${p}namesrv.pid"
-		wait_port "${p}namesrv" "$namesrv" 60 "$DIR/${p}namesrv.log"
+		start_java "${p}namesrv" "$namesrv" 90 "$DIR/${p}namesrv.log" \
+			$(java_opts 128m "$home") -cp "$ROCKETMQ_LIB/*" org.apache.rocketmq.namesrv.NamesrvStartup \
+			-c "$home/conf/namesrv.properties"
 	fi
 	if ! alive "${p}proxy"; then
 		check_port_free "${p}proxy" "$grpc" "${var}PROXY_GRPC_PORT"
 		check_port_free "${p}proxy" "$broker_port" "${var}BROKER_PORT"
 		# shellcheck disable=SC2046
-		nohup java $(java_opts "$heap" "$home") -cp "$ROCKETMQ_LIB/*" org.apache.rocketmq.proxy.ProxyStartup \
-			-pm local -n "127.0.0.1:$namesrv" -pc "$home/conf/rmq-proxy.json" -bc "$home/conf/broker.conf" \
-			>"$DIR/${p}proxy.log" 2>&1 &
-		echo $! >"$DIR/${p}proxy.pid"
-		wait_port "RocketMQ ${p}proxy" "$grpc" 120 "$DIR/${p}proxy.log"
-		wait_port "RocketMQ ${p}broker" "$broker_port" 60 "$DIR/${p}proxy.log"
+		start_java "${p}proxy" "$grpc" 150 "$DIR/${p}proxy.log" \
+			$(java_opts "$heap" "$home") -cp "$ROCKETMQ_LIB/*" org.apache.rocketmq.proxy.ProxyStartup \
+			-pm local -n "127.0.0.1:$namesrv" -pc "$home/conf/rmq-proxy.json" -bc "$home/conf/broker.conf"
+		wait_port "RocketMQ ${p}broker" "$broker_port" 60 "$DIR/${p}proxy.log" "${p}proxy"
 	fi
 }
 
