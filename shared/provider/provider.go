@@ -61,6 +61,15 @@ type Job struct {
 	OutputExpiresAt time.Time // zero when unknown
 	ErrorCode       string    // set for failed jobs
 	ErrorMessage    string
+	// ContentRejected marks a failed job the provider stopped for its
+	// content policy (a moderation refusal of the prompt or the output):
+	// the task fails as content_rejected, never retried nor sent to
+	// another provider (seed 7.10.3).
+	ContentRejected bool
+	// Throttled marks a queued job the provider holds back for the
+	// account's own concurrency limit (Runway's THROTTLED): a wait like a
+	// 429, polled with backoff, not progress.
+	Throttled bool
 	CreatedAt       time.Time
 }
 
@@ -108,8 +117,13 @@ const (
 	// was sent; safe to retry with the same idempotency key.
 	ClassUnavailable Class = "unavailable"
 	// ClassRejected: the provider refused the request (4xx other than 429,
-	// content policy, bad callback signature); retrying will not help.
+	// bad callback signature); retrying will not help.
 	ClassRejected Class = "rejected"
+	// ClassContentRejected: the provider's content policy refused the
+	// request (its moderation of the prompt or input). The task fails;
+	// neither a retry nor another provider may get around the review
+	// (seed 7.10.3).
+	ClassContentRejected Class = "content_rejected"
 	// ClassTimeoutUnknown: the request may have been accepted; the answer
 	// was lost. Reconcile before submitting again.
 	ClassTimeoutUnknown Class = "timeout_unknown"
