@@ -36,22 +36,23 @@ import (
 // Deps are the resources the stages share. A stage uses the ones it needs;
 // [Open] makes all of them from a configuration.
 type Deps struct {
-	Logger   *slog.Logger
-	Pool     *pgxpool.Pool
-	Redis    redis.UniversalClient
-	Slots    *slots.Limiter
-	Blob     *blob.Store
-	Media    *media.Tool
-	Provider provider.Client
-	Journey  config.Journey
+	Logger *slog.Logger
+	Pool   *pgxpool.Pool
+	Redis  redis.UniversalClient
+	Slots  *slots.Limiter
+	Blob   *blob.Store
+	Media  *media.Tool
+	// Providers are the provider clients and the routes among them.
+	Providers *provider.Set
+	Journey   config.Journey
 	// ReplayWindow is REPLAY_WINDOW, for the reconcile scan's partition
 	// maintenance; config.DefaultReplayWindow when zero.
 	ReplayWindow time.Duration
 	// ProviderTimeout bounds one provider API call.
 	ProviderTimeout time.Duration
-	// CallbackURL is where the provider sends completion callbacks; empty
-	// means poll only.
-	CallbackURL string
+	// CallbackURL is where the named provider sends completion callbacks;
+	// nil or "" means poll only.
+	CallbackURL func(provider string) string
 	// TmpDir is where media stages write ffmpeg outputs; the system's when
 	// empty.
 	TmpDir string
@@ -68,15 +69,15 @@ type Constructor func(ctx context.Context, deps Deps) (*stage.Function, error)
 // served by a placeholder.
 var constructors = map[string]Constructor{
 	submit.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
-		return submit.New(submit.Params{Pool: d.Pool, Provider: d.Provider, Slots: d.Slots, Journey: d.Journey,
+		return submit.New(submit.Params{Pool: d.Pool, Providers: d.Providers, Slots: d.Slots, Journey: d.Journey,
 			Timeout: d.ProviderTimeout, CallbackURL: d.CallbackURL, Logger: d.Logger}), nil
 	},
 	poll.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
-		return poll.New(poll.Params{Pool: d.Pool, Provider: d.Provider, Redis: d.Redis, Slots: d.Slots, Journey: d.Journey,
+		return poll.New(poll.Params{Pool: d.Pool, Providers: d.Providers, Redis: d.Redis, Slots: d.Slots, Journey: d.Journey,
 			Timeout: d.ProviderTimeout, Logger: d.Logger}), nil
 	},
 	fetch.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
-		return fetch.New(fetch.Params{Pool: d.Pool, Provider: d.Provider, Blob: d.Blob, Timeout: d.ProviderTimeout,
+		return fetch.New(fetch.Params{Pool: d.Pool, Providers: d.Providers, Blob: d.Blob, Timeout: d.ProviderTimeout,
 			Journey: d.Journey, Logger: d.Logger}), nil
 	},
 	probe.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
@@ -96,7 +97,7 @@ var constructors = map[string]Constructor{
 		return notify.New(notify.Params{Redis: d.Redis, Logger: d.Logger}), nil
 	},
 	reconcile.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
-		return reconcile.New(reconcile.Params{Pool: d.Pool, Provider: d.Provider, Slots: d.Slots, Journey: d.Journey,
+		return reconcile.New(reconcile.Params{Pool: d.Pool, Providers: d.Providers, Slots: d.Slots, Journey: d.Journey,
 			ReplayWindow: d.ReplayWindow, Timeout: d.ProviderTimeout, Replays: replay.NewDesk(d.Pool, ReplayRules(), &replay.DeskOpts{ReplayWindow: d.ReplayWindow}), Logger: d.Logger}), nil
 	},
 }

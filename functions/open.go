@@ -20,7 +20,7 @@ import (
 // Open makes every resource of Deps from cfg. The returned close releases
 // them; call it once the function has stopped.
 func Open(ctx context.Context, cfg config.StageFunction, logger *slog.Logger) (Deps, func(), error) {
-	d := Deps{Logger: logger, Journey: cfg.Journey, ReplayWindow: cfg.Retention.ReplayWindow, ProviderTimeout: cfg.Provider.Timeout, CallbackURL: cfg.Provider.CallbackURL,
+	d := Deps{Logger: logger, Journey: cfg.Journey, ReplayWindow: cfg.Retention.ReplayWindow, ProviderTimeout: cfg.Provider.Timeout, CallbackURL: cfg.Provider.CallbackURLFor,
 		RenderChunk: cfg.Media.RenderChunk, RenderLease: cfg.Media.RenderLease}
 	pcfg, err := pgxpool.ParseConfig(cfg.Postgres.URL)
 	if err != nil {
@@ -47,27 +47,49 @@ func Open(ctx context.Context, cfg config.StageFunction, logger *slog.Logger) (D
 		return Deps{}, nil, err
 	}
 	d.Media = media.New(cfg.Media)
-	if d.Provider, err = NewProvider(cfg.Provider, logger); err != nil {
+	if d.Providers, err = NewProviders(cfg.Provider, nil, logger); err != nil {
 		closeAll()
 		return Deps{}, nil, err
 	}
 	return d, closeAll, nil
 }
 
-// NewProvider builds the provider client PROVIDER_NAME names.
-func NewProvider(cfg config.Provider, logger *slog.Logger) (provider.Client, error) {
+// NewProviders builds every configured provider client, each behind a
+// circuit breaker of its own, and the routes among them (PROVIDER_ROUTES).
+// models, when given, must all be routed: the API passes API_MODELS, so a
+// model it accepts always has a provider.
+func NewProviders(cfg config.Provider, models []string, logger *slog.Logger) (*provider.Set, error) {
+	clients, err := ProviderClients(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	routes, err := cfg.ParsedRoutes()
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range clients {
+		clients[i] = provider.WithBreaker(c, provider.BreakerSettings{Failures: cfg.BreakerFailures, Open: cfg.BreakerOpen,
+			OnStateChange: func(name, from, to string) {
+				logger.Warn("provider circuit breaker changed state", slog.String("provider", name), slog.String("from", from), slog.String("to", to))
+			}})
+	}
+	return provider.NewSet(clients, routes, models)
+}
+
+// ProviderClients builds the configured provider clients without their
+// breakers, PROVIDER_NAME's first: the API verifies callbacks with them.
+func ProviderClients(cfg config.Provider, logger *slog.Logger) ([]provider.Client, error) {
+	var clients []provider.Client
 	switch cfg.Name {
 	case replicate.DefaultName:
 		c, err := replicate.New(replicate.Config{Name: cfg.Name, BaseURL: cfg.BaseURL, APIToken: cfg.APIToken,
-			WebhookSecret: cfg.WebhookSecret, Timeout: cfg.Timeout, Logger: logger})
+			WebhookSecret: cfg.WebhookSecret, Timeout: cfg.Timeout, Logger: logger.With(slog.String("provider", cfg.Name))})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("provider %s: %w", cfg.Name, err)
 		}
-		return provider.WithBreaker(c, provider.BreakerSettings{Failures: cfg.BreakerFailures, Open: cfg.BreakerOpen,
-			OnStateChange: func(name, from, to string) {
-				logger.Warn("provider circuit breaker changed state", slog.String("provider", name), slog.String("from", from), slog.String("to", to))
-			}}), nil
+		clients = append(clients, c)
 	default:
 		return nil, errors.New("PROVIDER_NAME " + cfg.Name + " has no client; known: " + replicate.DefaultName)
 	}
+	return clients, nil
 }

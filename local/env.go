@@ -188,12 +188,12 @@ func start(ctx context.Context, o options) (*environment, error) {
 	provCfg := config.Provider{Name: "replicate", BaseURL: e.simURL, APIToken: o.sim.APIToken, WebhookSecret: e.sim.WebhookSecret(),
 		BreakerFailures: 5, BreakerOpen: 5 * time.Second,
 		CallbackURL: e.apiURL + "/v1/provider-callbacks/replicate", Timeout: 5 * time.Second}
-	client, err := functions.NewProvider(provCfg, logger)
+	providers, err := functions.NewProviders(provCfg, svc.API.Models, logger)
 	if err != nil {
 		return nil, err
 	}
 	reg := telemetry.NewRegistry()
-	reg.MustRegister(stage.Collector(), inbox.Collector(), provider.IdentityCollector(), replay.Collector(),
+	reg.MustRegister(stage.Collector(), inbox.Collector(), provider.IdentityCollector(), provider.FailoverCollector(), replay.Collector(),
 		quarantine.Collector(e.pool, catalog.Groups()))
 	gauges := task.StateGauges(e.pool)
 	e.closers = append(e.closers, gauges.Close)
@@ -203,10 +203,14 @@ func start(ctx context.Context, o options) (*environment, error) {
 	if err := e.serveOps(ctx, o.opsAddr, reg, rdb); err != nil {
 		return nil, err
 	}
-	e.serveAPI(ctx, ln, svc, rdb, client, reg, logger)
+	callbacks := make([]api.CallbackParser, 0, len(providers.Names()))
+	for _, c := range providers.Clients() {
+		callbacks = append(callbacks, c)
+	}
+	e.serveAPI(ctx, ln, svc, rdb, callbacks, reg, logger)
 	deps := functions.Deps{Logger: logger, Pool: e.pool, Redis: rdb, Slots: slots.New(rdb, nil), Blob: e.blob,
-		Media: media.New(config.Media{}), Provider: client, Journey: svc.Journey, ReplayWindow: svc.ReplayWindow,
-		ProviderTimeout: provCfg.Timeout, CallbackURL: provCfg.CallbackURL}
+		Media: media.New(config.Media{}), Providers: providers, Journey: svc.Journey, ReplayWindow: svc.ReplayWindow,
+		ProviderTimeout: provCfg.Timeout, CallbackURL: provCfg.CallbackURLFor}
 	if err := e.runPipeline(ctx, cancel, deps, broker, o.workers, reg, logger); err != nil {
 		return nil, err
 	}
@@ -376,9 +380,9 @@ func (e *environment) startSimulator(ctx context.Context, o options, logger *slo
 }
 
 // serveAPI serves the public API on ln until the environment closes.
-func (e *environment) serveAPI(ctx context.Context, ln net.Listener, svc services, rdb *redis.Client, client api.CallbackParser,
+func (e *environment) serveAPI(ctx context.Context, ln net.Listener, svc services, rdb *redis.Client, callbacks []api.CallbackParser,
 	reg prometheus.Registerer, logger *slog.Logger) {
-	srv := api.New(api.Options{Pool: e.pool, Redis: rdb, Blob: e.blob, Uploads: e.blob, Callbacks: []api.CallbackParser{client}, Limits: svc.API,
+	srv := api.New(api.Options{Pool: e.pool, Redis: rdb, Blob: e.blob, Uploads: e.blob, Callbacks: callbacks, Limits: svc.API,
 		Models: svc.API.Models, Price: billing.DefaultPrice, Replay: replay.NewDesk(e.pool, functions.ReplayRules(), &replay.DeskOpts{ReplayWindow: svc.ReplayWindow}),
 		Registerer: reg, Logger: logger.With(slog.String("component", "api"))})
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}

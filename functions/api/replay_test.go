@@ -126,7 +126,7 @@ func TestReplayOfStaleSubmitThroughTheAPI(t *testing.T) {
 	// The submit stage receives the replay: a stale no-op, no provider
 	// call, no second attempt.
 	prov := &countingProvider{}
-	stage := submit.New(submit.Params{Pool: b.pool, Provider: prov, Timeout: time.Second})
+	stage := submit.New(submit.Params{Pool: b.pool, Providers: provider.Single(prov), Timeout: time.Second})
 	b.deliver(t, stage, sent[0])
 	require.Zero(t, prov.submits.Load(), "no second generation")
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM task_attempts WHERE task_id = $1`, id))

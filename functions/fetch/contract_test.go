@@ -8,6 +8,7 @@ import (
 	"github.com/aivedio/pipeline/functions/stage/stagecontract"
 	"github.com/aivedio/pipeline/functions/stage/stagetest"
 	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
@@ -22,7 +23,7 @@ func TestStageContract(t *testing.T) {
 			tk, attemptID := fetchingTask(t, check)
 			removeAfter(t, store, outputKey(t, tk))
 			download, _ := video(16<<10, true)
-			fn := fetch.New(fetch.Params{Pool: stagePool, Provider: &fakeProvider{download: download}, Blob: store,
+			fn := fetch.New(fetch.Params{Pool: stagePool, Providers: provider.Single(&fakeProvider{download: download}), Blob: store,
 				Timeout: 5 * time.Second, Journey: journey})
 			return stagecontract.World{
 				Func:     fn,

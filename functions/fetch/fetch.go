@@ -50,12 +50,12 @@ const Name = "fetch"
 
 // Params are what the stage needs.
 type Params struct {
-	Pool     *pgxpool.Pool
-	Provider provider.Client
-	Blob     *blob.Store
-	Timeout  time.Duration // bound of one provider API call (not of the download)
-	Journey  config.Journey
-	Logger   *slog.Logger
+	Pool      *pgxpool.Pool
+	Providers *provider.Set
+	Blob      *blob.Store
+	Timeout   time.Duration // bound of one provider API call (not of the download)
+	Journey   config.Journey
+	Logger    *slog.Logger
 }
 
 type fetcher struct{ Params }
@@ -87,6 +87,9 @@ func (f *fetcher) work(ctx context.Context, d stage.Delivery[task.FetchRequested
 		}
 		if waits(err) {
 			return f.wait(ctx, d, err)
+		}
+		if stage.IsUncurable(err) {
+			return d.Escalate(ctx, err)
 		}
 		if err != nil {
 			return err
@@ -165,14 +168,18 @@ func (f *fetcher) wait(ctx context.Context, d stage.Delivery[task.FetchRequested
 // download streams the job's output into key. It asks the provider for the
 // job first: output URLs are short-lived, the job's current one is freshest.
 func (f *fetcher) download(ctx context.Context, t task.Task, key string) (blob.Object, error) {
+	c, err := stage.ProviderOf(f.Providers, t.Provider)
+	if err != nil {
+		return blob.Object{}, err
+	}
 	for try := 0; ; try++ {
 		getCtx, cancel := context.WithTimeout(ctx, f.Timeout)
-		job, err := f.Provider.Get(getCtx, t.ProviderJobID)
+		job, err := c.Get(getCtx, t.ProviderJobID)
 		cancel()
 		if err != nil {
 			return blob.Object{}, classify(err)
 		}
-		out, err := f.Provider.Download(ctx, job)
+		out, err := c.Download(ctx, job)
 		if provider.ClassOf(err) == provider.ClassOutputExpired {
 			if try == 0 {
 				continue

@@ -46,7 +46,7 @@ func setup(t *testing.T, download func(n int) (provider.Output, error)) *testBun
 	b.task, b.attemptID = fetchingTask(t, b.pool)
 	b.key = outputKey(t, b.task)
 	removeAfter(t, b.store, b.key)
-	b.fn = fetch.New(fetch.Params{Pool: b.pool, Provider: b.fake, Blob: b.store, Timeout: 5 * time.Second, Journey: journey})
+	b.fn = fetch.New(fetch.Params{Pool: b.pool, Providers: provider.Single(b.fake), Blob: b.store, Timeout: 5 * time.Second, Journey: journey})
 	return b
 }
 

@@ -18,8 +18,12 @@ import (
 // frees the task's slots after the commit.
 func cancelJob[T any](ctx context.Context, s *poller, d stage.Delivery[T], attemptID uuid.UUID) error {
 	t := d.Task
+	c, err := stage.ProviderOf(s.Providers, t.Provider)
+	if err != nil {
+		return d.Escalate(ctx, err, func(context.Context) { releaseSlots(s, d) })
+	}
 	cctx, cancel := context.WithTimeout(ctx, s.Timeout)
-	job, err := s.Provider.Cancel(cctx, t.ProviderJobID)
+	job, err := c.Cancel(cctx, t.ProviderJobID)
 	cancel()
 	outcome := stage.DecideCancel(job, err)
 	d.Log.InfoContext(ctx, "provider cancel", slog.String("outcome", string(outcome)), slog.String("provider_class", string(provider.ClassOf(err))))

@@ -21,7 +21,7 @@ func TestStageContract(t *testing.T) {
 	world := func(t *testing.T, payload func(tk task.Task, attemptID string) map[string]any, required string) stagecontract.World {
 		check, stagePool := stagecontract.Schema(t)
 		tk, attemptID := runningTask(t, check, time.Now().Add(-time.Second).UTC().Truncate(time.Microsecond))
-		fn := poll.New(poll.Params{Pool: stagePool, Provider: &fakeProvider{job: jobIs(provider.StatusSucceeded)}, Journey: journey, Timeout: time.Second})
+		fn := poll.New(poll.Params{Pool: stagePool, Providers: provider.Single(&fakeProvider{job: jobIs(provider.StatusSucceeded)}), Journey: journey, Timeout: time.Second})
 		return stagecontract.World{
 			Func:      fn,
 			Check:     check,

@@ -51,13 +51,13 @@ const earlyTolerance = time.Second
 
 // Params are what the stage needs.
 type Params struct {
-	Pool     *pgxpool.Pool
-	Provider provider.Client
-	Redis    redis.UniversalClient // live progress; nil: none
-	Slots    *slots.Limiter        // nil: no concurrency limits
-	Journey  config.Journey
-	Timeout  time.Duration // bound of one provider call
-	Logger   *slog.Logger
+	Pool      *pgxpool.Pool
+	Providers *provider.Set
+	Redis     redis.UniversalClient // live progress; nil: none
+	Slots     *slots.Limiter        // nil: no concurrency limits
+	Journey   config.Journey
+	Timeout   time.Duration // bound of one provider call
+	Logger    *slog.Logger
 }
 
 type poller struct{ Params }
@@ -94,7 +94,10 @@ func (s *poller) poll(ctx context.Context, d stage.Delivery[task.PollDue]) error
 	if t.CancelRequested {
 		return cancelJob(ctx, s, d, due.AttemptID)
 	}
-	job, err := s.get(ctx, t.ProviderJobID)
+	job, err := s.get(ctx, t)
+	if stage.IsUncurable(err) {
+		return d.Escalate(ctx, err, func(context.Context) { releaseSlots(s, d) })
+	}
 	return apply(ctx, s, d, due.AttemptID, job, err, func(at time.Time, reason string) error {
 		return s.reschedule(ctx, d, at, reason)
 	})
@@ -115,7 +118,10 @@ func (s *poller) callback(ctx context.Context, d stage.Delivery[task.CallbackRec
 	}
 	// The callback only says something happened; the job's state is read
 	// from the provider, which is the authority.
-	job, err := s.get(ctx, t.ProviderJobID)
+	job, err := s.get(ctx, t)
+	if stage.IsUncurable(err) {
+		return d.Escalate(ctx, err, func(context.Context) { releaseSlots(s, d) })
+	}
 	if err != nil || !job.Status.Terminal() {
 		// Not over yet (or the provider is unreachable): the poll chain
 		// carries on as scheduled.
@@ -135,10 +141,15 @@ func (s *poller) checkIdentity(ctx context.Context, t task.Task, job provider.Jo
 	return provider.CheckIdentity(t.Provider, provider.CheckedAtPoll, job, a.ClientRequestID), nil
 }
 
-func (s *poller) get(ctx context.Context, jobID string) (provider.Job, error) {
+// get asks t's provider for its job's state.
+func (s *poller) get(ctx context.Context, t task.Task) (provider.Job, error) {
+	c, err := stage.ProviderOf(s.Providers, t.Provider)
+	if err != nil {
+		return provider.Job{}, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
-	return s.Provider.Get(ctx, jobID)
+	return c.Get(ctx, t.ProviderJobID)
 }
 
 // releaseSlots frees the task's slots once the delivery's work committed.
@@ -188,6 +199,11 @@ func apply[T any](ctx context.Context, s *poller, d stage.Delivery[T], attemptID
 			if err := attempt.End(ctx, tx, cur.ID, cur.ProviderJobID, attempt.Failed, job.ErrorCode, msg); err != nil {
 				return err
 			}
+			if job.ContentRejected {
+				// The provider's moderation stopped it: no retry, no other
+				// provider (seed 7.10.3); the reservation is released.
+				return task.Fail(ctx, tx, o, cur, provider.CodeContentRejected, "the provider "+cur.Provider+" refused the output or prompt for its content policy: "+msg)
+			}
 			return task.Fail(ctx, tx, o, cur, "provider.job_"+string(job.Status), msg)
 		})
 	case class == provider.ClassNotFound:
@@ -209,9 +225,14 @@ func apply[T any](ctx context.Context, s *poller, d stage.Delivery[T], attemptID
 				// The task is failed and refunded; stop the remote job too,
 				// or it keeps running (and charging) for nothing. Best
 				// effort: a job we cannot cancel ends on its own.
+				c, err := stage.ProviderOf(s.Providers, t.Provider)
+				if err != nil {
+					log.WarnContext(ctx, "cancel of the timed-out provider job not sent", slog.String("error", err.Error()))
+					return
+				}
 				ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 				defer cancel()
-				if _, cerr := s.Provider.Cancel(ctx, t.ProviderJobID); cerr != nil {
+				if _, cerr := c.Cancel(ctx, t.ProviderJobID); cerr != nil {
 					log.WarnContext(ctx, "cancel of the timed-out provider job failed", slog.String("provider_class", string(provider.ClassOf(cerr))))
 				}
 			})

@@ -50,7 +50,7 @@ func setup(t *testing.T, job func(n int) (provider.Job, error)) *testBundle {
 	t.Cleanup(func() { _ = b.rdb.Del(t.Context(), live.KeyPrefix+"progress:"+b.task.ID.String()).Err() })
 	_, err := b.limiter.Acquire(t.Context(), stage.GenerationSlots(b.task, providerName, journey))
 	require.NoError(t, err)
-	b.fn = poll.New(poll.Params{Pool: b.pool, Provider: b.fake, Redis: b.rdb, Slots: b.limiter, Journey: journey, Timeout: time.Second})
+	b.fn = poll.New(poll.Params{Pool: b.pool, Providers: provider.Single(b.fake), Redis: b.rdb, Slots: b.limiter, Journey: journey, Timeout: time.Second})
 	return b
 }
 
@@ -212,6 +212,27 @@ func TestFailedJobFailsTheTask(t *testing.T) {
 	require.Equal(t, "FAILED", status)
 	require.Equal(t, "content_policy", code)
 	require.Empty(t, storedEvents(t, b.pool, catalog.EventFetchRequested))
+	require.Zero(t, b.slotsHeld(t))
+}
+
+// TestAJobStoppedByModerationIsContentRejected: the provider's content
+// policy ended the job; the task fails as content_rejected, released, and
+// nothing is submitted again.
+func TestAJobStoppedByModerationIsContentRejected(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(int) (provider.Job, error) {
+		return provider.Job{Status: provider.StatusFailed, ContentRejected: true, ErrorCode: "SAFETY.OUTPUT.VIDEO", ErrorMessage: "output flagged"}, nil
+	})
+	require.NoError(t, b.poll(t, uuid.NewString(), *b.task.NextPollAt))
+	got := b.reload(t)
+	require.Equal(t, task.Failed, got.Status)
+	require.Equal(t, provider.CodeContentRejected, got.ErrorCode)
+	require.Contains(t, got.ErrorMessage, "output flagged")
+	require.Len(t, storedEvents(t, b.pool, catalog.EventSettleRequested), 1, "the reservation is released")
+	require.Empty(t, storedEvents(t, b.pool, catalog.EventSubmitRequested), "no retry")
+	status, code := attemptState(t, b.pool, b.attemptID)
+	require.Equal(t, "FAILED", status)
+	require.Equal(t, "SAFETY.OUTPUT.VIDEO", code)
 	require.Zero(t, b.slotsHeld(t))
 }
 

@@ -21,10 +21,14 @@ import (
 // look again later, RECONCILE_MAX_ROUNDS times, then NEEDS_ATTENTION.
 func (r *reconciler) settleCancel(ctx context.Context, d stage.Delivery[task.ReconcileDue]) error {
 	t, due, o := d.Task, d.Payload, d.Origin
+	c, err := stage.ProviderOf(r.Providers, t.Provider)
+	if err != nil {
+		return d.Escalate(ctx, err, func(context.Context) { r.releaseSlots(d) })
+	}
 	cctx, cancel := context.WithTimeout(ctx, r.Timeout)
-	job, err := r.Provider.Get(cctx, t.ProviderJobID)
+	job, err := c.Get(cctx, t.ProviderJobID)
 	if err == nil && !job.Status.Terminal() {
-		job, err = r.Provider.Cancel(cctx, t.ProviderJobID)
+		job, err = c.Cancel(cctx, t.ProviderJobID)
 	}
 	cancel()
 	decided := stage.DecideCancel(job, err)

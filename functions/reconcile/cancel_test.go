@@ -60,7 +60,7 @@ func cancelReconcilingTask(t *testing.T) (*testBundle, uuid.UUID) {
 
 func (b *testBundle) look(t *testing.T, f *jobLooker, attemptID uuid.UUID, round int) error {
 	t.Helper()
-	fn := reconcile.New(reconcile.Params{Pool: b.pool, Provider: f, Journey: journey, Timeout: time.Second})
+	fn := reconcile.New(reconcile.Params{Pool: b.pool, Providers: provider.Single(f), Journey: journey, Timeout: time.Second})
 	_, err := fn.Handle(t.Context(), cloudEvent(t, b.task, uuid.NewString(), catalog.EventReconcileDue,
 		task.ReconcileDue{TaskID: b.task.ID, AttemptID: attemptID, Round: round, Wait: task.Wait{Reason: task.ReasonCancel}}))
 	return err

@@ -26,7 +26,7 @@ func TestStageContract(t *testing.T) {
 				return provider.Job{ID: "job-found", ClientRequestID: a.ClientRequestID, Status: provider.StatusRunning}, nil
 			}}
 			return stagecontract.World{
-				Func:      reconcile.New(reconcile.Params{Pool: stagePool, Provider: found, Journey: journey, Timeout: time.Second}),
+				Func:      reconcile.New(reconcile.Params{Pool: stagePool, Providers: provider.Single(found), Journey: journey, Timeout: time.Second}),
 				Check:     check,
 				Task:      tk,
 				Payload:   map[string]any{"task_id": tk.ID, "attempt_id": a.ID, "reason": "submit answer lost"},

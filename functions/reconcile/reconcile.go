@@ -45,10 +45,10 @@ const lookBack = 5 * time.Minute
 
 // Params are what the stage needs.
 type Params struct {
-	Pool     *pgxpool.Pool
-	Provider provider.Client
-	Slots    *slots.Limiter
-	Journey  config.Journey
+	Pool      *pgxpool.Pool
+	Providers *provider.Set
+	Slots     *slots.Limiter
+	Journey   config.Journey
 	// ReplayWindow is REPLAY_WINDOW: the scan drops outbox and inbox
 	// partitions past it; config.DefaultReplayWindow when zero.
 	ReplayWindow time.Duration
@@ -123,8 +123,12 @@ func (r *reconciler) work(ctx context.Context, d stage.Delivery[task.ReconcileDu
 	if err != nil {
 		return err
 	}
+	c, err := stage.ProviderOf(r.Providers, lost.Provider)
+	if err != nil {
+		return d.Escalate(ctx, err, func(context.Context) { r.releaseSlots(d) })
+	}
 	findCtx, cancel := context.WithTimeout(ctx, r.Timeout)
-	job, findErr := r.Provider.FindByClientRequestID(findCtx, lost.ClientRequestID, lost.StartedAt().Add(-lookBack))
+	job, findErr := c.FindByClientRequestID(findCtx, lost.ClientRequestID, lost.StartedAt().Add(-lookBack))
 	cancel()
 
 	o := d.Origin

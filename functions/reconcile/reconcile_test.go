@@ -53,7 +53,7 @@ func setup(t *testing.T, find func(n int) (provider.Job, error)) *testBundle {
 	b.task, b.attempt = reconcilingTask(t, b.pool)
 	_, err := b.limiter.Acquire(t.Context(), stage.GenerationSlots(b.task, providerName, journey))
 	require.NoError(t, err)
-	b.fn = reconcile.New(reconcile.Params{Pool: b.pool, Provider: b.fake, Slots: b.limiter, Journey: journey, Timeout: time.Second})
+	b.fn = reconcile.New(reconcile.Params{Pool: b.pool, Providers: provider.Single(b.fake), Slots: b.limiter, Journey: journey, Timeout: time.Second})
 	return b
 }
 
@@ -161,7 +161,7 @@ func TestConfirmedAbsentResubmitsTheSameAttempt(t *testing.T) {
 
 	// The submit stage resumes that attempt: the same idempotency key, so
 	// a job the lookup missed cannot be started twice.
-	sub := submit.New(submit.Params{Pool: b.pool, Provider: b.fake, Journey: journey, Timeout: time.Second})
+	sub := submit.New(submit.Params{Pool: b.pool, Providers: provider.Single(b.fake), Journey: journey, Timeout: time.Second})
 	require.NoError(t, b.deliverStored(t, sub, submits[0]))
 	require.Len(t, b.fake.submits, 1)
 	require.Equal(t, b.attempt.IdempotencyKey, b.fake.submits[0].IdempotencyKey)

@@ -1,6 +1,8 @@
 package stage
 
 import (
+	"github.com/aivedio/pipeline/shared/provider"
+
 	"context"
 	"log/slog"
 	"time"
@@ -55,4 +57,15 @@ func Backoff(n int, base, most, floor time.Duration, rand float64) time.Duration
 	d = min(d, most)
 	d = d/2 + time.Duration(rand*float64(d/2))
 	return max(d, floor)
+}
+
+// ProviderOf is the client of the named provider, where a task's job runs.
+// A provider this process does not configure is [Uncurable]: the job may
+// exist there, and no other provider may take it over, so a person decides.
+func ProviderOf(set *provider.Set, name string) (provider.Client, error) {
+	c, err := set.Client(name)
+	if err != nil {
+		return nil, Uncurable("provider.not_configured", err)
+	}
+	return c, nil
 }

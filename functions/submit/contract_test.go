@@ -10,6 +10,7 @@ import (
 	"github.com/aivedio/pipeline/functions/stage/stagetest"
 	"github.com/aivedio/pipeline/functions/submit"
 	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
@@ -21,7 +22,7 @@ func TestStageContract(t *testing.T) {
 		Setup: func(t *testing.T) stagecontract.World {
 			check, stagePool := stagecontract.Schema(t)
 			tk := stagetest.NewTask(t, check, nil)
-			fn := submit.New(submit.Params{Pool: stagePool, Provider: &fakeProvider{answer: accepted}, Journey: journey, Timeout: time.Second})
+			fn := submit.New(submit.Params{Pool: stagePool, Providers: provider.Single(&fakeProvider{answer: accepted}), Journey: journey, Timeout: time.Second})
 			return stagecontract.World{
 				Func:     fn,
 				Check:    check,

@@ -16,9 +16,26 @@
 //     a delayed resubmit (a business wait, not a failure), the same attempt
 //     kept for the retry;
 //   - rejected: FAILED, and the reservation released;
+//   - refused for its content (content_rejected): FAILED, the reservation
+//     released, and neither retried nor sent to another provider, which
+//     would be getting around the provider's review (seed 7.10.3);
 //   - answer lost (timeout) or unreadable: the attempt is SUBMIT_UNKNOWN, the task
 //     RECONCILING, and a delayed task.reconcile.due looks for the job
 //     before anything is submitted again.
+//
+// # Routing and failover
+//
+// A model has an ordered list of providers (PROVIDER_ROUTES). A new attempt
+// goes to the first that can serve the request, whose circuit is not open
+// and that has a free slot. A task keeps its open attempt, and so its
+// provider, for as long as that attempt might have made a remote job:
+// every send is counted before the call, and only a send refused outright
+// (429, 503, never sent) counts as making nothing. When the attempt's
+// provider is unavailable and every send it made was refused outright, or
+// the reconciler's lookup confirmed its job absent, the attempt is
+// ABANDONED and a new one goes to the next provider. A submit whose answer
+// was lost is never moved without that lookup: two providers cannot both
+// run, and charge for, one task.
 package submit
 
 import (
@@ -53,13 +70,14 @@ const noSlotReason = "no free slot: "
 
 // Params are what the stage needs.
 type Params struct {
-	Pool     *pgxpool.Pool
-	Provider provider.Client
-	Slots    *slots.Limiter // nil: no concurrency limits
-	Journey  config.Journey
+	Pool      *pgxpool.Pool
+	Providers *provider.Set
+	Slots     *slots.Limiter // nil: no concurrency limits
+	Journey   config.Journey
 	// Timeout bounds one provider call; past it the answer counts as lost.
-	Timeout     time.Duration
-	CallbackURL string
+	Timeout time.Duration
+	// CallbackURL is the named provider's callback URL; nil or "": poll only.
+	CallbackURL func(provider string) string
 	Logger      *slog.Logger
 }
 
@@ -84,8 +102,11 @@ func (s *submitter) work(ctx context.Context, d stage.Delivery[task.SubmitReques
 		return err
 	}
 	job, callErr := s.call(ctx, t, *a)
+	if stage.IsUncurable(callErr) {
+		return d.Escalate(ctx, callErr, func(context.Context) { s.releaseSlots(d, a.Provider, true) })
+	}
 	if callErr == nil {
-		if idErr := provider.CheckIdentity(s.Provider.Name(), provider.CheckedAtSubmit, job, a.ClientRequestID); idErr != nil {
+		if idErr := provider.CheckIdentity(a.Provider, provider.CheckedAtSubmit, job, a.ClientRequestID); idErr != nil {
 			// Not this attempt's job: record nothing of it, and find this
 			// attempt's own job (if any) the way a lost answer is found.
 			d.Log.WarnContext(ctx, "provider answer refused", slog.String("error", idErr.Error()))
@@ -98,7 +119,8 @@ func (s *submitter) work(ctx context.Context, d stage.Delivery[task.SubmitReques
 
 // begin takes the task to SUBMITTING with an attempt committed, or finds
 // the attempt an earlier delivery committed. A nil attempt means the work
-// is done without calling the provider (stale event, or no free slot).
+// is done without calling the provider (stale event, no provider free, or
+// no provider able to serve the request).
 func (s *submitter) begin(ctx context.Context, d stage.Delivery[task.SubmitRequested]) (task.Task, *attempt.Attempt, error) {
 	t, req := d.Task, d.Payload
 	for try := range 3 {
@@ -115,54 +137,209 @@ func (s *submitter) begin(ctx context.Context, d stage.Delivery[task.SubmitReque
 			if errors.Is(err, attempt.ErrNotFound) {
 				return t, nil, d.Noop(ctx)
 			}
+			if err == nil {
+				err = attempt.NoteSend(ctx, s.Pool, a.ID)
+			}
 			return t, &a, err
 		case !req.Holds(t), !task.SubmitStarts(t, time.Now()):
 			// Not due, or a delayed resubmit of a wait that something
 			// else ended.
 			return t, nil, d.Noop(ctx)
 		}
-		if s.Slots != nil {
-			if _, err := s.Slots.Acquire(ctx, stage.GenerationSlots(t, s.Provider.Name(), s.Journey)); errors.Is(err, slots.ErrNoSlot) {
-				return t, nil, s.wait(ctx, d, noSlotReason+err.Error(), 0)
-			} else if err != nil {
-				return task.Task{}, nil, fmt.Errorf("acquire slots: %w", err)
-			}
+		// A WAITING_RETRY task keeps its attempt: the retry must reach the
+		// same remote job if the refused call created one after all.
+		open, err := attempt.Latest(ctx, s.Pool, t.ID, attempt.Submitting)
+		var kept *attempt.Attempt
+		if err == nil {
+			kept = &open
+		} else if !errors.Is(err, attempt.ErrNotFound) {
+			return task.Task{}, nil, err
+		}
+		pick, why, err := s.route(ctx, t, kept)
+		if err != nil {
+			return task.Task{}, nil, err
+		}
+		switch {
+		case pick.unfit != "":
+			return t, nil, s.unroutable(ctx, d, pick.unfit)
+		case pick.route == nil:
+			return t, nil, s.wait(ctx, d, why, pick.floor)
 		}
 		var a attempt.Attempt
-		err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-			// A WAITING_RETRY task keeps its attempt: the retry must reach
-			// the same remote job if the refused call created one after all.
-			open, err := attempt.Latest(ctx, tx, t.ID, attempt.Submitting)
-			if errors.Is(err, attempt.ErrNotFound) {
-				open, err = attempt.Open(ctx, tx, t.ID, s.Provider.Name(), t.Model)
+		err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+			reason := ""
+			switch {
+			case kept != nil && pick.route.Provider == kept.Provider:
+				a = *kept
+			default:
+				if kept != nil {
+					reason = fmt.Sprintf(" (failover from %s: %s)", kept.Provider, why)
+					if err := attempt.Abandon(ctx, tx, kept.ID, "left for "+pick.route.Provider+": "+why); err != nil {
+						return err
+					}
+				}
+				if a, err = attempt.Open(ctx, tx, t.ID, pick.route.Provider, pick.route.Model); err != nil {
+					return err
+				}
 			}
-			if err != nil {
+			if err := attempt.NoteSend(ctx, tx, a.ID); err != nil {
 				return err
 			}
-			a = open
-			_, err = task.Apply(ctx, tx, d.Origin, t, task.Transition{To: task.Submitting, Reason: fmt.Sprintf("attempt %d", a.No),
-				Set: task.Fields{Provider: task.Ptr(s.Provider.Name()), ClearNextRetryAt: true}})
+			_, err := task.Apply(ctx, tx, d.Origin, t, task.Transition{To: task.Submitting,
+				Reason: fmt.Sprintf("attempt %d at %s%s", a.No, a.Provider, reason),
+				Set:    task.Fields{Provider: task.Ptr(a.Provider), ClearNextRetryAt: true}})
 			return err
 		})
-		if errors.Is(err, task.ErrStale) {
+		if errors.Is(err, task.ErrStale) || errors.Is(err, attempt.ErrNotFound) {
+			// The task, or the attempt it kept, moved under us.
 			continue
 		}
 		if err != nil {
 			return task.Task{}, nil, err
 		}
+		if kept != nil && kept.Provider != a.Provider {
+			provider.CountFailover(kept.Provider, a.Provider)
+			d.Log.InfoContext(ctx, "provider failover", slog.String("from", kept.Provider), slog.String("to", a.Provider), slog.String("why", why))
+		}
+		a.Sends++
 		return t, &a, nil
 	}
 	return task.Task{}, nil, outcome.Retryable("task.contended", fmt.Errorf("task %s kept changing under the submit", t.ID))
 }
 
+// pick is where a submit goes: a route whose slots are held, or none with
+// the floor of the wait, or unfit saying why no provider can serve it.
+type pick struct {
+	route *provider.Route
+	floor time.Duration
+	unfit string
+}
+
+// route chooses the provider of the submit and takes its slots. kept is
+// the task's open attempt, if any: it stays with its provider unless that
+// provider is unavailable and the attempt is known to have made no remote
+// job. why says why the submit waits, or why kept was left.
+func (s *submitter) route(ctx context.Context, t task.Task, kept *attempt.Attempt) (pick, string, error) {
+	var reasons []string
+	slotWait := false
+	var floor time.Duration
+	try := func(r provider.Route, c provider.Client) (bool, error) {
+		if provider.BreakerState(c) == "open" {
+			reasons = append(reasons, r.Provider+": circuit open")
+			floor = max(floor, provider.BreakerPause(c))
+			return false, nil
+		}
+		if s.Slots == nil {
+			return true, nil
+		}
+		_, err := s.Slots.Acquire(ctx, stage.GenerationSlots(t, r.Provider, s.Journey))
+		if errors.Is(err, slots.ErrNoSlot) {
+			slotWait = true
+			reasons = append(reasons, r.Provider+": "+err.Error())
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("acquire slots: %w", err)
+		}
+		return true, nil
+	}
+	reason := func() string {
+		prefix := "no provider available: "
+		if slotWait {
+			// Waiting for a free slot is the pipeline pacing itself, not
+			// a refusal (see waitTx).
+			prefix = noSlotReason
+		}
+		return prefix + strings.Join(reasons, "; ")
+	}
+	if kept != nil {
+		c, err := s.Providers.Client(kept.Provider)
+		if err == nil {
+			ok, err := try(provider.Route{Provider: kept.Provider, Model: kept.Model}, c)
+			if err != nil || ok {
+				return pick{route: &provider.Route{Provider: kept.Provider, Model: kept.Model}}, "", err
+			}
+		} else {
+			reasons = append(reasons, err.Error())
+		}
+		if !kept.NoRemoteJob() {
+			// It may have a job at its provider: only that provider may
+			// go on with it, with the same key.
+			return pick{floor: floor}, reason(), nil
+		}
+	}
+	cands, unfit := s.Providers.Candidates(t.Model, s.request(t, attempt.Attempt{}))
+	for _, c := range cands {
+		if kept != nil && c.Provider == kept.Provider {
+			continue
+		}
+		ok, err := try(c.Route, c.Client)
+		if err != nil {
+			return pick{}, "", err
+		}
+		if ok {
+			return pick{route: &c.Route}, reason(), nil
+		}
+	}
+	if len(cands) == 0 && kept == nil {
+		if len(unfit) == 0 {
+			unfit = []string{"PROVIDER_ROUTES names no provider for model " + t.Model}
+		}
+		return pick{unfit: strings.Join(unfit, "; ")}, "", nil
+	}
+	return pick{floor: floor}, reason(), nil
+}
+
+// unroutable fails a task no configured provider can serve: retrying
+// cannot help until the request or the configuration changes.
+func (s *submitter) unroutable(ctx context.Context, d stage.Delivery[task.SubmitRequested], why string) error {
+	return s.beforeSubmitting(ctx, d, func(ctx context.Context, tx pgx.Tx, cur task.Task) (inbox.Result, error) {
+		return inbox.Applied, task.Fail(ctx, tx, d.Origin, cur, "provider.unsupported_request", "no configured provider can serve this request: "+why)
+	})
+}
+
+// beforeSubmitting runs fn in the inbox-protected transaction on the task
+// locked, if it is still QUEUED or WAITING_RETRY (a stale no-op otherwise).
+func (s *submitter) beforeSubmitting(ctx context.Context, d stage.Delivery[task.SubmitRequested],
+	fn func(ctx context.Context, tx pgx.Tx, cur task.Task) (inbox.Result, error),
+) error {
+	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
+		cur, err := task.Lock(ctx, tx, d.Task.ID)
+		if err != nil {
+			return "", err
+		}
+		if cur.Status != task.Queued && cur.Status != task.WaitingRetry {
+			return inbox.StaleNoop, nil
+		}
+		return fn(ctx, tx, cur)
+	})
+}
+
+// request is what the attempt asks its provider for.
+func (s *submitter) request(t task.Task, a attempt.Attempt) provider.SubmitRequest {
+	req := provider.SubmitRequest{
+		IdempotencyKey: a.IdempotencyKey, ClientRequestID: a.ClientRequestID,
+		Model: a.Model, Prompt: t.Prompt, DurationSeconds: t.DurationSeconds, Resolution: t.Resolution,
+	}
+	if req.Model == "" {
+		req.Model = t.Model
+	}
+	if s.CallbackURL != nil && a.Provider != "" {
+		req.CallbackURL = s.CallbackURL(a.Provider)
+	}
+	return req
+}
+
 func (s *submitter) call(ctx context.Context, t task.Task, a attempt.Attempt) (provider.Job, error) {
+	c, err := s.Providers.Client(a.Provider)
+	if err != nil {
+		// An attempt of a provider this deployment no longer configures may
+		// have a job there: no other provider may take it over blindly.
+		return provider.Job{}, stage.Uncurable("provider.not_configured", err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
-	job, err := s.Provider.Submit(ctx, provider.SubmitRequest{
-		IdempotencyKey: a.IdempotencyKey, ClientRequestID: a.ClientRequestID,
-		Model: t.Model, Prompt: t.Prompt, DurationSeconds: t.DurationSeconds, Resolution: t.Resolution,
-		CallbackURL: s.CallbackURL,
-	})
+	job, err := c.Submit(ctx, s.request(t, a))
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		err = &provider.Error{Class: provider.ClassTimeoutUnknown, Message: "no answer within " + s.Timeout.String(), Err: err}
 	}
@@ -203,11 +380,11 @@ func (s *submitter) record(ctx context.Context, d stage.Delivery[task.SubmitRequ
 				Events: []outbox.Event{poll}})
 			return inbox.Applied, err
 		case provider.ClassRateLimited, provider.ClassUnavailable:
-			s.releaseSlots(d)
-			if err := attempt.NoteRefusal(ctx, tx, a.ID, string(class), callErr.Error()); err != nil {
+			s.releaseSlots(d, a.Provider, false)
+			if err := attempt.NoteRefusal(ctx, tx, a.ID, string(class), callErr.Error(), provider.RefusedOutright(callErr)); err != nil {
 				return "", err
 			}
-			return s.waitTx(ctx, tx, o, t, d.Payload, "provider "+string(class), provider.RetryAfterOf(callErr))
+			return s.waitTx(ctx, tx, o, t, d.Payload, "provider "+a.Provider+" "+string(class), provider.RetryAfterOf(callErr))
 		case provider.ClassTimeoutUnknown, provider.ClassMalformed:
 			// An answer we cannot read may still mean a job was created:
 			// look it up before anything is submitted again.
@@ -222,8 +399,15 @@ func (s *submitter) record(ctx context.Context, d stage.Delivery[task.SubmitRequ
 			}
 			_, err = task.Apply(ctx, tx, o, t, task.Transition{To: task.Reconciling, Reason: "submit answer lost", Events: []outbox.Event{due}})
 			return inbox.Applied, err
+		case provider.ClassContentRejected:
+			s.releaseSlots(d, a.Provider, false)
+			if err := attempt.Answer(ctx, tx, a.ID, attempt.Rejected, "", string(class), callErr.Error()); err != nil {
+				return "", err
+			}
+			return inbox.Applied, task.Fail(ctx, tx, o, t, provider.CodeContentRejected,
+				"the provider "+a.Provider+" refused the request for its content policy: "+callErr.Error())
 		default: // rejected, not found: the provider will not run this request
-			s.releaseSlots(d)
+			s.releaseSlots(d, a.Provider, false)
 			if err := attempt.Answer(ctx, tx, a.ID, attempt.Rejected, "", string(class), callErr.Error()); err != nil {
 				return "", err
 			}
@@ -233,29 +417,29 @@ func (s *submitter) record(ctx context.Context, d stage.Delivery[task.SubmitRequ
 	if stage.IsUncurable(err) {
 		// A job id another attempt already holds, say: the same answer
 		// would be refused on every delivery.
-		return d.Escalate(ctx, err, func(context.Context) { s.releaseSlots(d) })
+		return d.Escalate(ctx, err, func(context.Context) { s.releaseSlots(d, a.Provider, true) })
 	}
 	return err
 }
 
-// releaseSlots frees the task's slots once the delivery's work committed.
-func (s *submitter) releaseSlots(d stage.Delivery[task.SubmitRequested]) {
-	d.AfterCommit(func(ctx context.Context) {
-		stage.ReleaseSlots(ctx, s.Slots, stage.GenerationSlots(d.Task, s.Provider.Name(), s.Journey), d.Log)
-	})
+// releaseSlots frees the task's slots held for providerName: once the
+// delivery's work committed, or now (the work that held them failed, or
+// committed elsewhere already).
+func (s *submitter) releaseSlots(d stage.Delivery[task.SubmitRequested], providerName string, now bool) {
+	release := func(ctx context.Context) {
+		stage.ReleaseSlots(ctx, s.Slots, stage.GenerationSlots(d.Task, providerName, s.Journey), d.Log)
+	}
+	if now {
+		release(context.Background())
+		return
+	}
+	d.AfterCommit(release)
 }
 
 // wait records a business wait outside any other work: WAITING_RETRY and a
 // delayed resubmit, in the inbox-protected transaction.
 func (s *submitter) wait(ctx context.Context, d stage.Delivery[task.SubmitRequested], reason string, floor time.Duration) error {
-	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		cur, err := task.Lock(ctx, tx, d.Task.ID)
-		if err != nil {
-			return "", err
-		}
-		if cur.Status != task.Queued && cur.Status != task.WaitingRetry {
-			return inbox.StaleNoop, nil
-		}
+	return s.beforeSubmitting(ctx, d, func(ctx context.Context, tx pgx.Tx, cur task.Task) (inbox.Result, error) {
 		return s.waitTx(ctx, tx, d.Origin, cur, d.Payload, reason, floor)
 	})
 }

@@ -59,7 +59,7 @@ func setup(t *testing.T, answer func(n int) (provider.Job, error)) *testBundle {
 	t.Helper()
 	b := &testBundle{pool: dbtest.TestSchema(t), fake: &fakeProvider{answer: answer}}
 	b.task = stagetest.NewTask(t, b.pool, nil)
-	b.fn = submit.New(submit.Params{Pool: b.pool, Provider: b.fake, Journey: journey, Timeout: time.Second})
+	b.fn = submit.New(submit.Params{Pool: b.pool, Providers: provider.Single(b.fake), Journey: journey, Timeout: time.Second})
 	return b
 }
 
@@ -232,7 +232,7 @@ func TestOpenCircuitWaitsInsteadOfHammering(t *testing.T) {
 	down := &provider.Error{Class: provider.ClassUnavailable, StatusCode: http.StatusBadGateway}
 	b := setup(t, func(int) (provider.Job, error) { return provider.Job{}, down })
 	b.fn = submit.New(submit.Params{Pool: b.pool, Journey: journey, Timeout: time.Second,
-		Provider: provider.WithBreaker(b.fake, provider.BreakerSettings{Failures: 1, Open: 30 * time.Second})})
+		Providers: provider.Single(provider.WithBreaker(b.fake, provider.BreakerSettings{Failures: 1, Open: 30 * time.Second}))})
 	require.NoError(t, b.deliver(t, uuid.NewString())) // trips the circuit
 	_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET next_retry_at = now()`)
 	require.NoError(t, err)
@@ -254,7 +254,7 @@ func TestWaitingForASlotNeverFailsTheTask(t *testing.T) {
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
 	limiter := slots.New(rdb, &slots.Opts{KeyPrefix: "test:" + uuid.NewString() + ":"})
-	b.fn = submit.New(submit.Params{Pool: b.pool, Provider: b.fake, Slots: limiter, Journey: journey, Timeout: time.Second})
+	b.fn = submit.New(submit.Params{Pool: b.pool, Providers: provider.Single(b.fake), Slots: limiter, Journey: journey, Timeout: time.Second})
 
 	// Another task of the tenant holds the tenant's only slot.
 	other := stage.GenerationSlots(b.task, "fake", journey)

@@ -6,7 +6,9 @@
 // client request id of its own; the provider's answer makes it ACCEPTED
 // (with the job id), REJECTED, or SUBMIT_UNKNOWN when the answer was lost;
 // the reconciler finds the job (ACCEPTED) or reopens it (SUBMITTING); the
-// job's end makes it SUCCEEDED, FAILED or CANCELED.
+// job's end makes it SUCCEEDED, FAILED or CANCELED. An attempt known to
+// have created no remote job may be ABANDONED for a new attempt at another
+// provider ([Attempt.NoRemoteJob]).
 package attempt
 
 import (
@@ -32,6 +34,9 @@ const (
 	Failed        Status = "FAILED"
 	Succeeded     Status = "SUCCEEDED"
 	Canceled      Status = "CANCELED"
+	// Abandoned: the attempt created no remote job, and the task went on
+	// with a new attempt at another provider.
+	Abandoned Status = "ABANDONED"
 )
 
 // ErrNotFound: no attempt matches.
@@ -46,6 +51,7 @@ type Attempt struct {
 	TaskID          uuid.UUID
 	No              int
 	Provider        string
+	Model           string // the model's name at Provider
 	IdempotencyKey  string
 	ClientRequestID string
 	ProviderJobID   string // "" until the provider named the job
@@ -56,6 +62,19 @@ type Attempt struct {
 	// RequestStartedAt is when the submit was sent, ResponseAt when its
 	// answer came; nil until then.
 	RequestStartedAt, ResponseAt *time.Time
+	// Sends counts the submits sent under the attempt's key (counted
+	// before each call), RefusedSends those the provider refused before
+	// creating anything.
+	Sends, RefusedSends int
+}
+
+// NoRemoteJob reports whether the attempt is known to have created no
+// remote job: every submit it sent was refused outright, or a lookup
+// confirmed the job absent. Only such an attempt may be left for another
+// provider; any other may have a job that a second provider would pay for
+// twice.
+func (a Attempt) NoRemoteJob() bool {
+	return a.Status == Submitting && a.RefusedSends == a.Sends
 }
 
 // StartedAt is when the submit was sent (its creation when unknown): a
@@ -67,13 +86,14 @@ func (a Attempt) StartedAt() time.Time {
 	return a.CreatedAt
 }
 
-const columns = `attempt_id, task_id, attempt_no, provider, provider_idempotency_key, client_request_id,
-	coalesce(provider_job_id, ''), status, coalesce(error_code, ''), created_at, updated_at, request_started_at, response_at`
+const columns = `attempt_id, task_id, attempt_no, provider, model, provider_idempotency_key, client_request_id,
+	coalesce(provider_job_id, ''), status, coalesce(error_code, ''), created_at, updated_at, request_started_at, response_at,
+	sends, refused_sends`
 
 func scan(row pgx.Row) (Attempt, error) {
 	var a Attempt
-	err := row.Scan(&a.ID, &a.TaskID, &a.No, &a.Provider, &a.IdempotencyKey, &a.ClientRequestID, &a.ProviderJobID, &a.Status,
-		&a.ErrorCode, &a.CreatedAt, &a.UpdatedAt, &a.RequestStartedAt, &a.ResponseAt)
+	err := row.Scan(&a.ID, &a.TaskID, &a.No, &a.Provider, &a.Model, &a.IdempotencyKey, &a.ClientRequestID, &a.ProviderJobID, &a.Status,
+		&a.ErrorCode, &a.CreatedAt, &a.UpdatedAt, &a.RequestStartedAt, &a.ResponseAt, &a.Sends, &a.RefusedSends)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Attempt{}, ErrNotFound
 	}
@@ -142,11 +162,39 @@ func Answer(ctx context.Context, q Querier, id uuid.UUID, status Status, jobID, 
 		status, jobID, code, message)
 }
 
+// NoteSend counts a submit about to be sent under attempt id's key. It
+// commits before the call: a process that dies mid-call leaves the send
+// counted and not refused, so the attempt can no longer claim it made no
+// remote job.
+func NoteSend(ctx context.Context, q Querier, id uuid.UUID) error {
+	return exec(ctx, q, "count a send of", id, `UPDATE task_attempts SET sends = sends + 1, updated_at = now()
+		WHERE attempt_id = $1`)
+}
+
 // NoteRefusal records a refusal the attempt survives (a 429 or 503: the
-// retry goes to the same remote job, so it keeps its status).
-func NoteRefusal(ctx context.Context, q Querier, id uuid.UUID, code, message string) error {
-	return exec(ctx, q, "note a refusal of", id, `UPDATE task_attempts SET error_code = $2, error_message = $3, response_at = now(), updated_at = now()
-		WHERE attempt_id = $1`, code, message)
+// retry goes to the same remote job, so it keeps its status). outright
+// says the provider created nothing for this send (see
+// [provider.RefusedOutright]); only then does the send count as refused.
+func NoteRefusal(ctx context.Context, q Querier, id uuid.UUID, code, message string, outright bool) error {
+	return exec(ctx, q, "note a refusal of", id, `UPDATE task_attempts SET error_code = $2, error_message = $3, response_at = now(), updated_at = now(),
+		refused_sends = CASE WHEN $4 THEN least(refused_sends + 1, sends) ELSE refused_sends END
+		WHERE attempt_id = $1`, code, message, outright)
+}
+
+// Abandon leaves attempt id, which created no remote job, for a new attempt
+// at another provider; reason says why, for the timeline of attempts.
+// It refuses, with [ErrNotFound], an attempt that is no longer SUBMITTING
+// or that may have made a job.
+func Abandon(ctx context.Context, q Querier, id uuid.UUID, reason string) error {
+	tag, err := q.Exec(ctx, `UPDATE task_attempts SET status = $2, error_code = 'failover', error_message = $3, updated_at = now()
+		WHERE attempt_id = $1 AND status = 'SUBMITTING' AND refused_sends = sends`, id, Abandoned, reason)
+	if err != nil {
+		return fmt.Errorf("abandon attempt %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("abandon attempt %s: %w (no longer SUBMITTING, or it may have made a remote job)", id, ErrNotFound)
+	}
+	return nil
 }
 
 // Found records the job a lookup found for attempt id, whose answer was
@@ -157,9 +205,11 @@ func Found(ctx context.Context, q Querier, id uuid.UUID, jobID string) error {
 }
 
 // Reopen makes attempt id SUBMITTING again: the provider confirmed it has
-// no job for it, and the resubmit goes with the same idempotency key.
+// no job for it, and the resubmit goes with the same idempotency key. The
+// confirmed absence counts every send so far as refused: the attempt may
+// fail over.
 func Reopen(ctx context.Context, q Querier, id uuid.UUID) error {
-	return exec(ctx, q, "reopen", id, `UPDATE task_attempts SET status = $2, updated_at = now() WHERE attempt_id = $1`, Submitting)
+	return exec(ctx, q, "reopen", id, `UPDATE task_attempts SET status = $2, refused_sends = sends, updated_at = now() WHERE attempt_id = $1`, Submitting)
 }
 
 // End records how the job of the task's attempt jobID ended.

@@ -61,7 +61,7 @@ func TestAttemptLifecycle(t *testing.T) {
 
 	require.NoError(t, attempt.End(ctx, pool, tk.ID, "job-1", attempt.Failed, "provider.job_failed", "boom"))
 	require.NoError(t, attempt.Reopen(ctx, pool, second.ID))
-	require.NoError(t, attempt.NoteRefusal(ctx, pool, second.ID, "rate_limited", "429"))
+	require.NoError(t, attempt.NoteRefusal(ctx, pool, second.ID, "rate_limited", "429", true))
 
 	all, err := attempt.List(ctx, pool, tk.ID)
 	require.NoError(t, err)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+
+	"github.com/aivedio/pipeline/shared/provider"
 )
 
 // Postgres locates the source-of-truth database.
@@ -276,6 +278,40 @@ type Provider struct {
 	// The circuit breaker in front of the provider.
 	BreakerFailures uint32        `envconfig:"PROVIDER_BREAKER_FAILURES" default:"5" desc:"provider outages in a row that open the circuit"`
 	BreakerOpen     time.Duration `envconfig:"PROVIDER_BREAKER_OPEN" default:"30s" desc:"how long an open circuit pauses calls before one trial"`
+	// Routes choose, per model, among the configured providers.
+	Routes string `envconfig:"PROVIDER_ROUTES" desc:"per model, the providers that can serve it in order of preference: model=provider[:provider-model],...;model=...; empty sends every model to PROVIDER_NAME"`
+	// Runway is the second provider, configured when its base URL is set.
+	RunwayBaseURL  string `envconfig:"PROVIDER_RUNWAY_BASE_URL" desc:"base URL of Runway's API (https://api.dev.runwayml.com, or the simulator's address); empty leaves Runway out"`
+	RunwayAPIToken string `envconfig:"PROVIDER_RUNWAY_API_TOKEN" desc:"bearer token for Runway's API"`
+}
+
+// CallbackURLFor is the callback URL of the named provider: PROVIDER_CALLBACK_URL
+// with its {provider} placeholder, or its last path segment when that is
+// PROVIDER_NAME, replaced by name; "" (poll only) when there is none.
+func (p Provider) CallbackURLFor(name string) string {
+	switch {
+	case p.CallbackURL == "":
+		return ""
+	case strings.Contains(p.CallbackURL, "{provider}"):
+		return strings.ReplaceAll(p.CallbackURL, "{provider}", url.PathEscape(name))
+	case name == p.Name:
+		return p.CallbackURL
+	case strings.HasSuffix(p.CallbackURL, "/"+p.Name):
+		return strings.TrimSuffix(p.CallbackURL, p.Name) + url.PathEscape(name)
+	}
+	return ""
+}
+
+// ParsedRoutes is PROVIDER_ROUTES read; nil when empty.
+func (p Provider) ParsedRoutes() (provider.Routes, error) {
+	if strings.TrimSpace(p.Routes) == "" {
+		return nil, nil
+	}
+	r, err := provider.ParseRoutes(p.Routes)
+	if err != nil {
+		return nil, fmt.Errorf("PROVIDER_ROUTES: %w", err)
+	}
+	return r, nil
 }
 
 // Validate reports the first unusable setting, naming its variable.
@@ -296,6 +332,14 @@ func (p Provider) Validate() error {
 	}
 	if p.BreakerFailures < 1 || p.BreakerOpen < time.Second {
 		return errors.New("PROVIDER_BREAKER_FAILURES must be at least 1 and PROVIDER_BREAKER_OPEN at least 1s")
+	}
+	if p.RunwayBaseURL != "" {
+		if u, err := url.Parse(p.RunwayBaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return errors.New("PROVIDER_RUNWAY_BASE_URL must be an http:// or https:// URL")
+		}
+	}
+	if _, err := p.ParsedRoutes(); err != nil {
+		return err
 	}
 	return nil
 }

@@ -87,3 +87,16 @@ func (b *breaker) FindByClientRequestID(ctx context.Context, id string, since ti
 func (b *breaker) Cancel(ctx context.Context, jobID string) (Job, error) {
 	return b.call(func() (Job, error) { return b.Client.Cancel(ctx, jobID) })
 }
+
+// State is the circuit's state now: "closed", "half-open" or "open". An
+// open circuit whose pause has ended reads half-open.
+func (b *breaker) State() string { return b.cb.State().String() }
+
+// BreakerPause is how long c's circuit stays open once it opens (the wait
+// before its trial call); 0 for a client without a breaker.
+func BreakerPause(c Client) time.Duration {
+	if b, ok := c.(*breaker); ok {
+		return b.open
+	}
+	return 0
+}

@@ -37,3 +37,15 @@ func CheckIdentity(providerName, where string, job Job, want string) error {
 	return fmt.Errorf("provider %s job %s carries client request id %s, not %s: it is another attempt's job, and is not applied to this one",
 		providerName, job.ID, job.ClientRequestID, want)
 }
+
+var failovers = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "aivedio_provider_failovers_total",
+	Help: "New attempts sent to another provider because the task's provider was unavailable and its attempt had made no remote job, by provider left and provider taken.",
+}, []string{"from", "to"})
+
+// FailoverCollector exports aivedio_provider_failovers_total, process-wide.
+// Register it once per registry.
+func FailoverCollector() prometheus.Collector { return failovers }
+
+// CountFailover counts a task's move from one provider to another.
+func CountFailover(from, to string) { failovers.WithLabelValues(from, to).Inc() }

@@ -70,7 +70,7 @@ type Job struct {
 	// account's own concurrency limit (Runway's THROTTLED): a wait like a
 	// 429, polled with backoff, not progress.
 	Throttled bool
-	CreatedAt       time.Time
+	CreatedAt time.Time
 }
 
 // Output is a downloaded video stream. The caller closes Body.
@@ -139,6 +139,12 @@ const (
 	ClassMalformed Class = "malformed"
 )
 
+// CodeContentRejected is the task error code of a generation a content
+// policy refused: the provider's, at submit or when its job failed for it.
+// The task is FAILED and its reservation released; it is neither retried
+// nor sent to another provider.
+const CodeContentRejected = "content_rejected"
+
 // Error is a classified provider failure.
 type Error struct {
 	Class      Class
@@ -185,4 +191,25 @@ func RetryAfterOf(err error) time.Duration {
 		return e.RetryAfter
 	}
 	return 0
+}
+
+// RefusedOutright reports whether err is a provider's refusal that created
+// nothing: a 429, a 503 or 408, a request that was never sent (connection
+// refused, an open circuit), or a rejection. Other server errors (500, 502,
+// 504) may come after the provider created the job, so they do not count:
+// an attempt may leave for another provider only when every send it made
+// was refused outright.
+func RefusedOutright(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Class {
+	case ClassRateLimited, ClassRejected, ClassContentRejected:
+		return true
+	case ClassUnavailable:
+		return e.Code == "circuit_open" || e.StatusCode == 0 ||
+			e.StatusCode == http.StatusServiceUnavailable || e.StatusCode == http.StatusRequestTimeout
+	}
+	return false
 }

@@ -29,7 +29,6 @@ import (
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/provider"
-	"github.com/aivedio/pipeline/shared/provider/replicate"
 	"github.com/aivedio/pipeline/shared/replay"
 	"github.com/aivedio/pipeline/shared/telemetry"
 )
@@ -91,7 +90,7 @@ func run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	parsers, err := CallbackParsers(cfg.Provider, logger)
+	parsers, err := CallbackParsers(cfg.Provider, cfg.API.Models, logger)
 	if err != nil {
 		return err
 	}
@@ -164,24 +163,26 @@ func run(ctx context.Context) (err error) {
 	return g.Wait()
 }
 
-// CallbackParsers builds the verifiers of provider callbacks from the
-// provider configuration: the provider client named by PROVIDER_NAME.
-func CallbackParsers(cfg config.Provider, logger *slog.Logger) ([]api.CallbackParser, error) {
-	switch cfg.Name {
-	case replicate.DefaultName:
-		c, err := replicate.New(replicate.Config{
-			Name: cfg.Name, BaseURL: cfg.BaseURL, APIToken: cfg.APIToken, WebhookSecret: cfg.WebhookSecret,
-			Timeout: cfg.Timeout, Logger: logger.With(slog.String("provider", cfg.Name)),
-		})
-		if err != nil {
-			return nil, fmt.Errorf("provider %s: %w", cfg.Name, err)
-		}
-		if cfg.WebhookSecret == "" {
-			logger.Warn("PROVIDER_WEBHOOK_SECRET is empty: every provider callback will be refused", slog.String("provider", cfg.Name))
-		}
-		return []api.CallbackParser{c}, nil
+// CallbackParsers builds the verifiers of provider callbacks, one per
+// configured provider, after checking that PROVIDER_ROUTES serves every
+// model API_MODELS accepts: a generation the API takes always has a
+// provider.
+func CallbackParsers(cfg config.Provider, models []string, logger *slog.Logger) ([]api.CallbackParser, error) {
+	if _, err := functions.NewProviders(cfg, models, logger); err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("PROVIDER_NAME %q names no provider client this build has (known: %s)", cfg.Name, replicate.DefaultName)
+	clients, err := functions.ProviderClients(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.WebhookSecret == "" {
+		logger.Warn("PROVIDER_WEBHOOK_SECRET is empty: every provider callback will be refused", slog.String("provider", cfg.Name))
+	}
+	parsers := make([]api.CallbackParser, len(clients))
+	for i, c := range clients {
+		parsers[i] = c
+	}
+	return parsers, nil
 }
 
 func openPool(ctx context.Context, pg config.Postgres) (*pgxpool.Pool, error) {

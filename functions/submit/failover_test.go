@@ -1,0 +1,217 @@
+package submit_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aivedio/pipeline/functions/stage/stagetest"
+	"github.com/aivedio/pipeline/functions/submit"
+	"github.com/aivedio/pipeline/shared/attempt"
+	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/provider"
+	"github.com/aivedio/pipeline/shared/task"
+)
+
+// namedFake is a fakeProvider under a name of its own, so that two can
+// share one set.
+type namedFake struct {
+	*fakeProvider
+	name string
+}
+
+func (n namedFake) Name() string { return n.name }
+
+// routed is a bundle whose task's model goes to first, then second; each
+// sits behind a breaker that one outage opens for a minute.
+type routed struct {
+	*testBundle
+	first, second *fakeProvider
+	firstBreaker  provider.Client
+}
+
+func setupRouted(t *testing.T, first, second func(n int) (provider.Job, error)) *routed {
+	t.Helper()
+	b := setup(t, first)
+	r := &routed{testBundle: b, first: b.fake, second: &fakeProvider{answer: second}}
+	breaker := provider.BreakerSettings{Failures: 1, Open: time.Minute}
+	r.firstBreaker = provider.WithBreaker(namedFake{r.first, "one"}, breaker)
+	set, err := provider.NewSet([]provider.Client{r.firstBreaker, provider.WithBreaker(namedFake{r.second, "two"}, breaker)},
+		provider.Routes{b.task.Model: {{Provider: "one", Model: "model-at-one"}, {Provider: "two", Model: "model-at-two"}}},
+		[]string{b.task.Model})
+	require.NoError(t, err)
+	b.fn = submit.New(submit.Params{Pool: b.pool, Providers: set, Journey: journey, Timeout: time.Second})
+	return r
+}
+
+func (r *routed) attempts(t *testing.T) []attempt.Attempt {
+	t.Helper()
+	as, err := attempt.List(t.Context(), r.pool, r.task.ID)
+	require.NoError(t, err)
+	return as
+}
+
+// due makes the task's delayed resubmit due now and delivers it.
+func (r *routed) resubmit(t *testing.T) {
+	t.Helper()
+	_, err := r.pool.Exec(t.Context(), `UPDATE generation_tasks SET next_retry_at = now()`)
+	require.NoError(t, err)
+	require.NoError(t, r.deliverScheduled(t))
+}
+
+func TestANewAttemptGoesToTheFirstProviderWithAClosedCircuit(t *testing.T) {
+	t.Parallel()
+	down := &provider.Error{Class: provider.ClassUnavailable, StatusCode: http.StatusBadGateway}
+	r := setupRouted(t, func(int) (provider.Job, error) { return provider.Job{}, down }, accepted)
+	// One outage opens the first provider's circuit.
+	_, err := r.firstBreaker.Submit(t.Context(), provider.SubmitRequest{})
+	require.Error(t, err)
+
+	require.NoError(t, r.deliver(t, uuid.NewString()))
+	got := r.reload(t)
+	require.Equal(t, task.ProviderRunning, got.Status)
+	require.Equal(t, "two", got.Provider)
+	as := r.attempts(t)
+	require.Len(t, as, 1, "a task never tried at the first provider just goes to the second")
+	require.Equal(t, "two", as[0].Provider)
+	require.Equal(t, "model-at-two", as[0].Model, "the model goes by the second provider's name for it")
+	require.Len(t, r.first.keys, 1, "only the call that opened the circuit")
+	require.Len(t, r.second.keys, 1)
+}
+
+func TestARefusedAttemptFailsOverWhenItsProviderIsDown(t *testing.T) {
+	t.Parallel()
+	// A 503 is a refusal that made nothing, and it opens the circuit.
+	r := setupRouted(t, func(int) (provider.Job, error) {
+		return provider.Job{}, &provider.Error{Class: provider.ClassUnavailable, StatusCode: http.StatusServiceUnavailable}
+	}, accepted)
+	require.NoError(t, r.deliver(t, uuid.NewString()))
+	require.Equal(t, task.WaitingRetry, r.reload(t).Status)
+	as := r.attempts(t)
+	require.Len(t, as, 1)
+	require.Equal(t, 1, as[0].Sends)
+	require.True(t, as[0].NoRemoteJob(), "every send refused outright: %+v", as[0])
+
+	r.resubmit(t)
+	got := r.reload(t)
+	require.Equal(t, task.ProviderRunning, got.Status)
+	require.Equal(t, "two", got.Provider)
+	as = r.attempts(t)
+	require.Len(t, as, 2)
+	require.Equal(t, attempt.Abandoned, as[0].Status, "the first attempt is left, on record")
+	require.Equal(t, "one", as[0].Provider)
+	require.Equal(t, "two", as[1].Provider)
+	require.NotEqual(t, as[0].IdempotencyKey, as[1].IdempotencyKey)
+	require.Len(t, r.first.keys, 1, "the open circuit kept the retry from the first provider")
+	require.Len(t, r.second.keys, 1)
+}
+
+// TestAnAttemptThatMayHaveAJobNeverFailsOver: a 502 may come after the
+// provider created the job; with its circuit open the task waits for that
+// provider rather than pay a second one.
+func TestAnAttemptThatMayHaveAJobNeverFailsOver(t *testing.T) {
+	t.Parallel()
+	r := setupRouted(t, func(n int) (provider.Job, error) {
+		if n == 1 {
+			return provider.Job{}, &provider.Error{Class: provider.ClassUnavailable, StatusCode: http.StatusBadGateway}
+		}
+		return accepted(n)
+	}, accepted)
+	require.NoError(t, r.deliver(t, uuid.NewString()))
+	for range 2 {
+		r.resubmit(t)
+		require.Equal(t, task.WaitingRetry, r.reload(t).Status)
+	}
+	require.Empty(t, r.second.keys, "nothing went to the second provider")
+	as := r.attempts(t)
+	require.Len(t, as, 1)
+	require.False(t, as[0].NoRemoteJob())
+	require.Equal(t, attempt.Submitting, as[0].Status)
+}
+
+// TestALostAnswerIsNotFailedOver: the answer lost, the attempt goes to the
+// reconciler, not to another provider.
+func TestALostAnswerIsNotFailedOver(t *testing.T) {
+	t.Parallel()
+	r := setupRouted(t, func(int) (provider.Job, error) {
+		return provider.Job{}, &provider.Error{Class: provider.ClassTimeoutUnknown, Message: "answer lost"}
+	}, accepted)
+	require.NoError(t, r.deliver(t, uuid.NewString()))
+	require.Equal(t, task.Reconciling, r.reload(t).Status)
+	require.Empty(t, r.second.keys)
+	require.Equal(t, 1, r.pending(t, catalog.EventReconcileDue))
+}
+
+// TestAConfirmedAbsentJobMayFailOver: once the reconciler confirmed that
+// the lost submit made no job (and reopened the attempt), an outage of its
+// provider moves the task on.
+func TestAConfirmedAbsentJobMayFailOver(t *testing.T) {
+	t.Parallel()
+	r := setupRouted(t, func(int) (provider.Job, error) {
+		return provider.Job{}, &provider.Error{Class: provider.ClassTimeoutUnknown, Message: "answer lost"}
+	}, accepted)
+	require.NoError(t, r.deliver(t, uuid.NewString()))
+	lost := r.attempts(t)[0]
+	require.False(t, lost.NoRemoteJob())
+	// What the reconciler does when the lookup finds nothing.
+	require.NoError(t, attempt.Reopen(t.Context(), r.pool, lost.ID))
+	_, err := r.pool.Exec(t.Context(), `UPDATE generation_tasks SET status = 'WAITING_RETRY', next_retry_at = now(), version = version + 1`)
+	require.NoError(t, err)
+	_, err = r.firstBreaker.Submit(t.Context(), provider.SubmitRequest{}) // the first provider goes down
+	require.Error(t, err)
+	_, err = r.fn.Handle(t.Context(), stagetest.CloudEvent(t, r.task, uuid.NewString(), catalog.EventSubmitRequested,
+		task.SubmitRequested{TaskID: r.task.ID}))
+	require.NoError(t, err)
+	got := r.reload(t)
+	require.Equal(t, task.ProviderRunning, got.Status)
+	require.Equal(t, "two", got.Provider)
+	as := r.attempts(t)
+	require.Equal(t, attempt.Abandoned, as[0].Status)
+	require.Equal(t, "two", as[1].Provider)
+}
+
+func TestAContentRejectionFailsWithoutRetryOrFailover(t *testing.T) {
+	t.Parallel()
+	r := setupRouted(t, func(int) (provider.Job, error) {
+		return provider.Job{}, &provider.Error{Class: provider.ClassContentRejected, StatusCode: 400, Code: "SAFETY.INPUT.TEXT",
+			Message: "the prompt was flagged"}
+	}, accepted)
+	require.NoError(t, r.deliver(t, uuid.NewString()))
+	got := r.reload(t)
+	require.Equal(t, task.Failed, got.Status)
+	require.Equal(t, provider.CodeContentRejected, got.ErrorCode)
+	require.Contains(t, got.ErrorMessage, "the prompt was flagged")
+	require.Equal(t, 1, r.pending(t, catalog.EventSettleRequested), "the reservation is released")
+	require.Zero(t, r.pending(t, catalog.EventSubmitRequested), "no retry")
+	require.Empty(t, r.second.keys, "not sent to another provider to get around the review")
+	as := r.attempts(t)
+	require.Len(t, as, 1)
+	require.Equal(t, attempt.Rejected, as[0].Status)
+}
+
+// TestNoProviderCanServeTheRequest: every route unable to serve it (the
+// Capable check) fails the task at once, saying why.
+func TestNoProviderCanServeTheRequest(t *testing.T) {
+	t.Parallel()
+	b := setup(t, accepted)
+	set, err := provider.NewSet([]provider.Client{picky{namedFake{b.fake, "picky"}}},
+		provider.Routes{b.task.Model: {{Provider: "picky", Model: "m"}}}, nil)
+	require.NoError(t, err)
+	b.fn = submit.New(submit.Params{Pool: b.pool, Providers: set, Journey: journey, Timeout: time.Second})
+	require.NoError(t, b.deliver(t, uuid.NewString()))
+	got := b.reload(t)
+	require.Equal(t, task.Failed, got.Status)
+	require.Equal(t, "provider.unsupported_request", got.ErrorCode)
+	require.Contains(t, got.ErrorMessage, "picky: provider rejected: resolution 640x360 is not offered")
+	require.Empty(t, b.fake.keys)
+}
+
+// picky supports nothing.
+type picky struct{ namedFake }
+
+func (picky) Supports(req provider.SubmitRequest) error {
+	return &provider.Error{Class: provider.ClassRejected, Message: "resolution " + req.Resolution + " is not offered"}
+}

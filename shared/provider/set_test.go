@@ -1,0 +1,109 @@
+package provider_test
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aivedio/pipeline/shared/provider"
+)
+
+type named struct {
+	provider.Client
+	name string
+}
+
+func (n named) Name() string { return n.name }
+
+type unfit struct{ named }
+
+func (unfit) Supports(provider.SubmitRequest) error { return errors.New("no 4K") }
+
+func TestParseRoutes(t *testing.T) {
+	t.Parallel()
+	got, err := provider.ParseRoutes(" luma/ray-2-720p = replicate, runway:gen4_turbo ; minimax/video-01=replicate;")
+	require.NoError(t, err)
+	require.Equal(t, provider.Routes{
+		"luma/ray-2-720p":  {{Provider: "replicate", Model: "luma/ray-2-720p"}, {Provider: "runway", Model: "gen4_turbo"}},
+		"minimax/video-01": {{Provider: "replicate", Model: "minimax/video-01"}},
+	}, got)
+
+	for spec, want := range map[string]string{
+		"m":                         "want model=provider",
+		"m=":                        `provider "" is not`,
+		"m=a,a":                     `lists provider "a" twice`,
+		"m=a;m=b":                   "routed twice",
+		"m=a:b:c":                   "is not provider[:provider-model]",
+		"m=a b":                     "is not provider[:provider-model]",
+		"=a":                        "want model=provider",
+		"m=replicate,runway:;n=x,y": "", // an empty provider model is the model's own name
+	} {
+		_, err := provider.ParseRoutes(spec)
+		if want == "" {
+			require.NoError(t, err, spec)
+			continue
+		}
+		require.ErrorContains(t, err, want, spec)
+	}
+}
+
+func TestNewSetRefusesWhatWouldStrandATask(t *testing.T) {
+	t.Parallel()
+	a, b := named{name: "a"}, named{name: "b"}
+	_, err := provider.NewSet([]provider.Client{a}, provider.Routes{"m": {{Provider: "b", Model: "m"}}}, nil)
+	require.ErrorContains(t, err, `names provider "b", which is not configured (configured: a)`)
+	_, err = provider.NewSet([]provider.Client{a, b}, provider.Routes{"m": {{Provider: "b", Model: "m"}}}, []string{"m", "n"})
+	require.ErrorContains(t, err, `model "n" (API_MODELS) has no provider`)
+	_, err = provider.NewSet([]provider.Client{a, a}, nil, nil)
+	require.ErrorContains(t, err, "configured twice")
+
+	s, err := provider.NewSet([]provider.Client{a, b}, nil, []string{"m"})
+	require.NoError(t, err)
+	require.Equal(t, []provider.Route{{Provider: "a", Model: "m"}}, s.Routes("m"), "no routes: every model to the first provider")
+	_, err = s.Client("c")
+	require.ErrorContains(t, err, `provider "c" is not configured`)
+}
+
+func TestCandidatesPreferClosedCircuitsAndSkipTheUnfit(t *testing.T) {
+	t.Parallel()
+	down := &provider.Error{Class: provider.ClassUnavailable, StatusCode: http.StatusBadGateway}
+	broken := provider.WithBreaker(&scripted{err: down}, provider.BreakerSettings{Failures: 1, Open: time.Minute})
+	_, _ = broken.Submit(t.Context(), provider.SubmitRequest{}) // opens it
+	require.Equal(t, "open", provider.BreakerState(broken))
+	s, err := provider.NewSet([]provider.Client{broken, named{name: "b"}, unfit{named{name: "c"}}},
+		provider.Routes{"m": {{Provider: "scripted", Model: "m1"}, {Provider: "c", Model: "m3"}, {Provider: "b", Model: "m2"}}}, []string{"m"})
+	require.NoError(t, err)
+	cands, why := s.Candidates("m", provider.SubmitRequest{Resolution: "3840x2160"})
+	require.Len(t, cands, 2)
+	require.Equal(t, "b", cands[0].Provider, "the closed circuit first")
+	require.Equal(t, "m2", cands[0].Model)
+	require.Equal(t, "scripted", cands[1].Provider)
+	require.Equal(t, "open", cands[1].Breaker)
+	require.Equal(t, []string{"c: no 4K"}, why)
+}
+
+func TestRefusedOutright(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&provider.Error{Class: provider.ClassRateLimited, StatusCode: 429}, true},
+		{&provider.Error{Class: provider.ClassUnavailable, StatusCode: 503}, true},
+		{&provider.Error{Class: provider.ClassUnavailable, StatusCode: 408}, true},
+		{&provider.Error{Class: provider.ClassUnavailable}, true}, // never sent
+		{&provider.Error{Class: provider.ClassUnavailable, StatusCode: 503, Code: "circuit_open"}, true},
+		{&provider.Error{Class: provider.ClassUnavailable, StatusCode: 500}, false},
+		{&provider.Error{Class: provider.ClassUnavailable, StatusCode: 502}, false},
+		{&provider.Error{Class: provider.ClassUnavailable, StatusCode: 504}, false},
+		{&provider.Error{Class: provider.ClassTimeoutUnknown}, false},
+		{&provider.Error{Class: provider.ClassMalformed}, false},
+		{&provider.Error{Class: provider.ClassContentRejected, StatusCode: 400}, true},
+		{errors.New("unclassified"), false},
+	} {
+		require.Equal(t, c.want, provider.RefusedOutright(c.err), "%v", c.err)
+	}
+}
