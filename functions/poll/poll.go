@@ -255,6 +255,13 @@ func apply[T any](ctx context.Context, s *poller, d stage.Delivery[T], attemptID
 	}
 	interval := min(max(now.Sub(t.UpdatedAt)/4, s.Journey.PollFirst), s.Journey.PollMax)
 	interval = max(interval, provider.RetryAfterOf(getErr))
+	if getErr == nil && job.Throttled {
+		// The provider holds the job back for our account's concurrency
+		// limit (Runway's THROTTLED), a 429 in all but name: asking again
+		// soon learns nothing, so the wait doubles.
+		interval = min(2*interval, s.Journey.PollMax)
+		reason = "provider throttled the job (the account's concurrency limit)"
+	}
 	return next(now.Add(interval), reason)
 }
 

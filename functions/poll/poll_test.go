@@ -123,6 +123,26 @@ func TestDuePollOfRunningJobReschedules(t *testing.T) {
 	require.Equal(t, "APPLIED", inboxResult(t, b.pool, catalog.GroupPoll.Name, id))
 }
 
+// TestAThrottledJobIsPolledLessOften: the provider holds the job for our
+// account's concurrency limit; the next poll waits twice the usual time.
+func TestAThrottledJobIsPolledLessOften(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(int) (provider.Job, error) {
+		return provider.Job{ID: "job-1", Status: provider.StatusQueued, Throttled: true}, nil
+	})
+	before := time.Now()
+	require.NoError(t, b.poll(t, uuid.NewString(), *b.task.NextPollAt))
+	after := time.Now()
+	got := b.reload(t)
+	require.Equal(t, task.ProviderRunning, got.Status)
+	requireAfterDelay(t, *got.NextPollAt, 2*journey.PollFirst, before, after)
+	polls := storedEvents(t, b.pool, catalog.EventPollDue)
+	require.Len(t, polls, 1)
+	var due task.PollDue
+	require.NoError(t, json.Unmarshal(polls[0].Envelope.Payload, &due))
+	require.Contains(t, due.Reason, "throttled")
+}
+
 func TestStalePollDoesNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t, jobIs(provider.StatusSucceeded))

@@ -161,6 +161,15 @@ func (r *reconciler) work(ctx context.Context, d stage.Delivery[task.ReconcileDu
 				Events: []outbox.Event{resubmit}})
 			return err
 		}
+		if code := provider.CodeOf(findErr); code == provider.CodeLookupUnsupported {
+			r.releaseSlots(d)
+			msg := fmt.Sprintf("the submit's answer was lost, and provider %s offers no way to look its job up (%v): whether it created a job is unknown; "+
+				"resubmitting could pay twice, so a person decides (look for a job created at %s at the provider)",
+				lost.Provider, findErr, lost.StartedAt().UTC().Format(time.RFC3339))
+			_, err := task.Apply(ctx, tx, o, cur, task.Transition{To: task.NeedsAttention, Reason: "submit outcome unknown",
+				Set: task.Fields{ErrorCode: task.Ptr("reconcile.submit_unknown"), ErrorMessage: &msg}})
+			return err
+		}
 		if due.Round+1 >= r.Journey.ReconcileRounds {
 			r.releaseSlots(d)
 			msg := fmt.Sprintf("could not learn whether the provider accepted the submit after %d lookups (last: %v); resubmitting could pay twice, so a person decides",

@@ -206,6 +206,25 @@ func TestUnansweredLookupsNeedAttention(t *testing.T) {
 	require.Zero(t, b.slotsHeld(t), "a task no job runs for frees its slots")
 }
 
+// TestALookupTheProviderCannotDoNeedsAttentionAtOnce: a provider without
+// any way to find a job by our request id (Runway) cannot answer a later
+// round either; the task goes to a person on the first, never resubmitted.
+func TestALookupTheProviderCannotDoNeedsAttentionAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(int) (provider.Job, error) {
+		return provider.Job{}, &provider.Error{Class: provider.ClassRejected, Code: provider.CodeLookupUnsupported, Message: "no task listing"}
+	})
+	require.NoError(t, b.deliver(t, uuid.NewString(), 0))
+	got := b.reload(t)
+	require.Equal(t, task.NeedsAttention, got.Status)
+	require.Equal(t, "reconcile.submit_unknown", got.ErrorCode)
+	require.Contains(t, got.ErrorMessage, "offers no way to look its job up")
+	require.Len(t, b.fake.lookups, 1)
+	require.Empty(t, storedEvents(t, b.pool, catalog.EventReconcileDue), "no second round")
+	require.Empty(t, storedEvents(t, b.pool, catalog.EventSubmitRequested), "never resubmitted blind")
+	require.Zero(t, b.slotsHeld(t))
+}
+
 // TestLookOfAnotherVersionDoesNothing: a delayed look whose wait expects
 // the task at a version it has left is a stale no-op: no lookup.
 func TestLookOfAnotherVersionDoesNothing(t *testing.T) {

@@ -145,6 +145,12 @@ const (
 // nor sent to another provider.
 const CodeContentRejected = "content_rejected"
 
+// CodeLookupUnsupported is the [Error] Code of FindByClientRequestID at a
+// provider whose API offers no way to find a job by our request id (no
+// listing, no metadata echoed). A lost submit there can never be resolved
+// by asking: the reconciler hands the task to a person at once.
+const CodeLookupUnsupported = "lookup_unsupported"
+
 // Error is a classified provider failure.
 type Error struct {
 	Class      Class
@@ -212,4 +218,13 @@ func RefusedOutright(err error) bool {
 			e.StatusCode == http.StatusServiceUnavailable || e.StatusCode == http.StatusRequestTimeout
 	}
 	return false
+}
+
+// CodeOf returns err's provider error code, "" when it has none.
+func CodeOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
 }
