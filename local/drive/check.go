@@ -22,15 +22,25 @@ type Facts struct {
 	Blob *blob.Store
 	// JobsByKey is the simulator's count of remote jobs per idempotency key.
 	JobsByKey map[string]int
+	// JobsByPrompt, when set, is the remote jobs per prompt across every
+	// provider's simulator: a provider need not carry any key of ours, and
+	// each prompt of a run is one task's.
+	JobsByPrompt map[string]int
 	// SettleWait bounds the wait for settlements still in flight.
 	SettleWait time.Duration
 }
 
 // Report sums a run up.
 type Report struct {
-	ByStatus       map[string]int
-	Attempts       int
-	MaxJobsPerKey  int
+	ByStatus      map[string]int
+	Attempts      int
+	MaxJobsPerKey int
+	// Failovers counts attempts left for another provider (ABANDONED);
+	// RemoteJobs and MaxJobsPerTask count the jobs the providers started,
+	// from Facts.JobsByPrompt.
+	Failovers      int
+	RemoteJobs     int
+	MaxJobsPerTask int
 	CreditsCharged int64
 	Violations     []string
 }
@@ -42,7 +52,8 @@ type Report struct {
 //     waveform in object storage with the recorded size and checksum, and
 //     exactly one capture in credit_ledger;
 //   - a FAILED or CANCELED task has its reservation released and no capture;
-//   - the provider saw at most one remote job per attempt key;
+//   - the provider saw at most one remote job per attempt key, and (with
+//     Facts.JobsByPrompt) every provider together at most one per task;
 //   - the event stream delivered every state change of every task, in
 //     order (repeats allowed: clients drop them by version).
 func Check(ctx context.Context, f Facts, res Result) (Report, error) {
@@ -71,7 +82,18 @@ func Check(ctx context.Context, f Facts, res Result) (Report, error) {
 			return rep, err
 		}
 		rep.Attempts += len(attempts)
+		if f.JobsByPrompt != nil {
+			n := f.JobsByPrompt[res.Prompts[id]]
+			rep.RemoteJobs += n
+			rep.MaxJobsPerTask = max(rep.MaxJobsPerTask, n)
+			if n > 1 {
+				violate("task %s: the providers started %d remote jobs for it", id, n)
+			}
+		}
 		for _, a := range attempts {
+			if a.Status == attempt.Abandoned {
+				rep.Failovers++
+			}
 			n := f.JobsByKey[a.IdempotencyKey]
 			rep.MaxJobsPerKey = max(rep.MaxJobsPerKey, n)
 			if n > 1 {

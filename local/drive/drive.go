@@ -31,6 +31,9 @@ type Params struct {
 	// CancelShare is the share of generations cancelled right after
 	// submission (some are still QUEUED and cancel at once).
 	CancelShare float64
+	// Durations, when set, are the durations asked for in turn; 2 to 5 s
+	// otherwise.
+	Durations []int
 	// Timeout bounds the whole run.
 	Timeout time.Duration
 	// Progress, when set, is called with the count per state while tasks
@@ -46,6 +49,7 @@ const PromptMarker = "demo generation"
 // Result is what a run saw through the API.
 type Result struct {
 	Tasks    []uuid.UUID
+	Prompts  map[uuid.UUID]string // what each task asked for, unique to the run
 	Final    map[uuid.UUID]string // terminal status per task
 	Versions map[uuid.UUID]int64  // version of the terminal state per task
 	Stream   map[uuid.UUID][]int64
@@ -74,17 +78,25 @@ func Run(ctx context.Context, p Params) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
 	start := time.Now()
-	res := Result{Final: map[uuid.UUID]string{}, Versions: map[uuid.UUID]int64{}}
+	res := Result{Final: map[uuid.UUID]string{}, Versions: map[uuid.UUID]int64{}, Prompts: map[uuid.UUID]string{}}
+	// Each prompt is unique, so that a provider's jobs (which need not
+	// carry any key of ours) can be counted per task.
+	run := uuid.NewString()[:8]
 
 	stream, err := listen(ctx, p)
 	if err != nil {
 		return res, err
 	}
 	for i := range p.N {
+		duration := 2 + i%4
+		if len(p.Durations) > 0 {
+			duration = p.Durations[i%len(p.Durations)]
+		}
+		prompt := fmt.Sprintf("%s %s-%d: a lighthouse at dusk, waves rolling in", PromptMarker, run, i)
 		body := map[string]any{
 			"model":            p.Models[i%len(p.Models)],
-			"prompt":           fmt.Sprintf("%s %d: a lighthouse at dusk, waves rolling in", PromptMarker, i),
-			"duration_seconds": 2 + i%4,
+			"prompt":           prompt,
+			"duration_seconds": duration,
 			"resolution":       "1280x720",
 		}
 		key := uuid.NewString()
@@ -101,6 +113,7 @@ func Run(ctx context.Context, p Params) (Result, error) {
 			return res, fmt.Errorf("idempotency broken: key %s gave tasks %s and %s", key, id, again)
 		}
 		res.Tasks = append(res.Tasks, id)
+		res.Prompts[id] = prompt
 		if p.CancelShare > 0 && rand.Float64() < p.CancelShare {
 			if ok, err := cancelTask(ctx, p, id); err != nil {
 				return res, err
