@@ -45,6 +45,7 @@ type attemptView struct {
 	AttemptNo        int        `json:"attempt_no"`
 	Status           string     `json:"status"`
 	Provider         string     `json:"provider"`
+	Model            string     `json:"model"` // the model's name at Provider
 	ErrorCode        string     `json:"error_code,omitempty"`
 	CreatedAt        time.Time  `json:"created_at"`
 	RequestStartedAt *time.Time `json:"request_started_at,omitempty"`
@@ -143,7 +144,7 @@ func readAttempts(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]attemptView, 
 	}
 	out := make([]attemptView, len(all))
 	for i, a := range all {
-		out[i] = attemptView{AttemptNo: a.No, Status: string(a.Status), Provider: a.Provider, ErrorCode: a.ErrorCode,
+		out[i] = attemptView{AttemptNo: a.No, Status: string(a.Status), Provider: a.Provider, Model: a.Model, ErrorCode: a.ErrorCode,
 			CreatedAt: a.CreatedAt, RequestStartedAt: a.RequestStartedAt, ResponseAt: a.ResponseAt, UpdatedAt: a.UpdatedAt}
 	}
 	return out, nil
