@@ -215,3 +215,52 @@ type picky struct{ namedFake }
 func (picky) Supports(req provider.SubmitRequest) error {
 	return &provider.Error{Class: provider.ClassRejected, Message: "resolution " + req.Resolution + " is not offered"}
 }
+
+// TestAProviderWithoutKeysIsNeverSentASubmitTwice: at a provider that does
+// not dedup by key, a 502 (the job may exist) and a send left unanswered
+// by a crash are looked up, never sent again.
+func TestAProviderWithoutKeysIsNeverSentASubmitTwice(t *testing.T) {
+	t.Parallel()
+	t.Run("a 502", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(int) (provider.Job, error) {
+			return provider.Job{}, &provider.Error{Class: provider.ClassUnavailable, StatusCode: http.StatusBadGateway}
+		})
+		b.fake.noDedup = true
+		require.NoError(t, b.deliver(t, uuid.NewString()))
+		require.Equal(t, task.Reconciling, b.reload(t).Status)
+		require.Equal(t, 1, b.pending(t, catalog.EventReconcileDue))
+		require.Len(t, b.fake.keys, 1)
+	})
+	t.Run("a 503 is refused outright and retried", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(n int) (provider.Job, error) {
+			if n == 1 {
+				return provider.Job{}, &provider.Error{Class: provider.ClassUnavailable, StatusCode: http.StatusServiceUnavailable}
+			}
+			return accepted(n)
+		})
+		b.fake.noDedup = true
+		require.NoError(t, b.deliver(t, uuid.NewString()))
+		require.Equal(t, task.WaitingRetry, b.reload(t).Status)
+		_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET next_retry_at = now()`)
+		require.NoError(t, err)
+		require.NoError(t, b.deliverScheduled(t))
+		require.Equal(t, task.ProviderRunning, b.reload(t).Status)
+	})
+	t.Run("a send a crash left unanswered", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, accepted)
+		b.fake.noDedup = true
+		// What a submit that died mid-call leaves: SUBMITTING, one send.
+		require.NoError(t, b.deliver(t, uuid.NewString()))
+		_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET status = 'SUBMITTING', provider_job_id = NULL, version = version + 1`)
+		require.NoError(t, err)
+		_, err = b.pool.Exec(t.Context(), `UPDATE task_attempts SET status = 'SUBMITTING', provider_job_id = NULL`)
+		require.NoError(t, err)
+		b.task = b.reload(t)
+		require.NoError(t, b.deliver(t, uuid.NewString()))
+		require.Equal(t, task.Reconciling, b.reload(t).Status)
+		require.Len(t, b.fake.keys, 1, "not sent again")
+	})
+}

@@ -137,10 +137,18 @@ func (s *submitter) begin(ctx context.Context, d stage.Delivery[task.SubmitReque
 			if errors.Is(err, attempt.ErrNotFound) {
 				return t, nil, d.Noop(ctx)
 			}
-			if err == nil {
-				err = attempt.NoteSend(ctx, s.Pool, a.ID)
+			if err != nil {
+				return task.Task{}, nil, err
 			}
-			return t, &a, err
+			if a.Sends > a.RefusedSends && !s.resendSafe(a.Provider) {
+				// A send went out and nothing recorded its answer (the
+				// process died mid-call, or another delivery is in it): at
+				// a provider that does not dedup by key, a resend could
+				// start a second paid job. Look it up instead.
+				return t, nil, s.record(ctx, d, a, provider.Job{}, &provider.Error{Class: provider.ClassTimeoutUnknown,
+					Message: "an earlier send under this attempt has no recorded answer, and " + a.Provider + " does not dedup a resend"})
+			}
+			return t, &a, attempt.NoteSend(ctx, s.Pool, a.ID)
 		case !req.Holds(t), !task.SubmitStarts(t, time.Now()):
 			// Not due, or a delayed resubmit of a wait that something
 			// else ended.
@@ -380,6 +388,11 @@ func (s *submitter) record(ctx context.Context, d stage.Delivery[task.SubmitRequ
 				Events: []outbox.Event{poll}})
 			return inbox.Applied, err
 		case provider.ClassRateLimited, provider.ClassUnavailable:
+			if !provider.RefusedOutright(callErr) && !s.resendSafe(a.Provider) {
+				// The provider may have made the job before failing, and a
+				// resend would not find it: look it up instead.
+				return s.lost(ctx, tx, o, t, a, class, callErr)
+			}
 			s.releaseSlots(d, a.Provider, false)
 			if err := attempt.NoteRefusal(ctx, tx, a.ID, string(class), callErr.Error(), provider.RefusedOutright(callErr)); err != nil {
 				return "", err
@@ -388,17 +401,7 @@ func (s *submitter) record(ctx context.Context, d stage.Delivery[task.SubmitRequ
 		case provider.ClassTimeoutUnknown, provider.ClassMalformed:
 			// An answer we cannot read may still mean a job was created:
 			// look it up before anything is submitted again.
-			if err := attempt.Answer(ctx, tx, a.ID, attempt.SubmitUnknown, "", string(class), callErr.Error()); err != nil {
-				return "", err
-			}
-			at := now.Add(s.Journey.ReconcileAfter).UTC().Truncate(time.Microsecond)
-			due, err := o.EmitAt(t, task.ReconcileDue{TaskID: t.ID, AttemptID: a.ID, Wait: task.Wait{
-				ExpectedStatus: task.Reconciling, ExpectedVersion: t.Version + 1, NotBefore: at, Reason: "submit answer lost"}}, at)
-			if err != nil {
-				return "", err
-			}
-			_, err = task.Apply(ctx, tx, o, t, task.Transition{To: task.Reconciling, Reason: "submit answer lost", Events: []outbox.Event{due}})
-			return inbox.Applied, err
+			return s.lost(ctx, tx, o, t, a, class, callErr)
 		case provider.ClassContentRejected:
 			s.releaseSlots(d, a.Provider, false)
 			if err := attempt.Answer(ctx, tx, a.ID, attempt.Rejected, "", string(class), callErr.Error()); err != nil {
@@ -420,6 +423,28 @@ func (s *submitter) record(ctx context.Context, d stage.Delivery[task.SubmitRequ
 		return d.Escalate(ctx, err, func(context.Context) { s.releaseSlots(d, a.Provider, true) })
 	}
 	return err
+}
+
+// lost records a submit whose outcome is unknown: the attempt
+// SUBMIT_UNKNOWN, the task RECONCILING, and a delayed lookup.
+func (s *submitter) lost(ctx context.Context, tx pgx.Tx, o task.Origin, t task.Task, a attempt.Attempt, class provider.Class, callErr error) (inbox.Result, error) {
+	if err := attempt.Answer(ctx, tx, a.ID, attempt.SubmitUnknown, "", string(class), callErr.Error()); err != nil {
+		return "", err
+	}
+	at := time.Now().Add(s.Journey.ReconcileAfter).UTC().Truncate(time.Microsecond)
+	due, err := o.EmitAt(t, task.ReconcileDue{TaskID: t.ID, AttemptID: a.ID, Wait: task.Wait{
+		ExpectedStatus: task.Reconciling, ExpectedVersion: t.Version + 1, NotBefore: at, Reason: "submit answer lost"}}, at)
+	if err != nil {
+		return "", err
+	}
+	_, err = task.Apply(ctx, tx, o, t, task.Transition{To: task.Reconciling, Reason: "submit answer lost", Events: []outbox.Event{due}})
+	return inbox.Applied, err
+}
+
+// resendSafe reports whether the named provider dedups a resend by key.
+func (s *submitter) resendSafe(name string) bool {
+	c, err := s.Providers.Client(name)
+	return err == nil && provider.ResendSafe(c)
 }
 
 // releaseSlots frees the task's slots held for providerName: once the

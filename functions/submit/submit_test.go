@@ -33,9 +33,15 @@ type fakeProvider struct {
 	mu     sync.Mutex
 	answer func(n int) (provider.Job, error)
 	keys   []string
+	// noDedup makes it a provider without idempotency keys (Runway).
+	noDedup bool
 }
 
 func (f *fakeProvider) Name() string { return "fake" }
+
+// DedupsByIdempotencyKey: the fake stands for a provider that starts one
+// job per key (as the simulator does), unless told otherwise.
+func (f *fakeProvider) DedupsByIdempotencyKey() bool { return !f.noDedup }
 
 func (f *fakeProvider) Submit(_ context.Context, req provider.SubmitRequest) (provider.Job, error) {
 	f.mu.Lock()

@@ -100,3 +100,7 @@ func BreakerPause(c Client) time.Duration {
 	}
 	return 0
 }
+
+// DedupsByIdempotencyKey is the wrapped client's: the breaker sends
+// nothing of its own.
+func (b *breaker) DedupsByIdempotencyKey() bool { return ResendSafe(b.Client) }

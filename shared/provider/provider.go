@@ -228,3 +228,18 @@ func CodeOf(err error) string {
 	}
 	return ""
 }
+
+// Deduper is a client whose provider starts no second job for a submit
+// sent again with the same idempotency key.
+type Deduper interface {
+	DedupsByIdempotencyKey() bool
+}
+
+// ResendSafe reports whether a submit c may have acted on can be sent
+// again under the same key without risking a second paid job: only when
+// its provider dedups by the key. Elsewhere (Runway) a send that went out
+// unanswered is looked up first, as after a lost answer.
+func ResendSafe(c Client) bool {
+	d, ok := c.(Deduper)
+	return ok && d.DedupsByIdempotencyKey()
+}
