@@ -70,7 +70,7 @@ type Job struct {
 	// account's own concurrency limit (Runway's THROTTLED): a wait like a
 	// 429, polled with backoff, not progress.
 	Throttled bool
-	CreatedAt       time.Time
+	CreatedAt time.Time
 }
 
 // Output is a downloaded video stream. The caller closes Body.
@@ -104,6 +104,17 @@ type Client interface {
 	// timestamp and returns the job it reports. A bad signature or a stale
 	// timestamp is ClassRejected.
 	ParseCallback(header http.Header, body []byte, now time.Time) (Job, error)
+}
+
+// Capable is implemented by a [Client] that can tell, before a submit,
+// whether it can serve a request at all (a model, aspect ratio or duration
+// the provider does not offer). A router asks it before choosing the
+// provider, so a request no provider can serve fails at once instead of
+// after a rejected submit; a Client without it is taken to accept anything
+// and lets the provider's answer decide. An unsupported request is a
+// [ClassRejected] *Error that names what is unsupported.
+type Capable interface {
+	Supports(SubmitRequest) error
 }
 
 // Class is what a provider failure means for the caller.

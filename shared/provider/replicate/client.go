@@ -186,12 +186,12 @@ func (c *Client) roundTrip(ctx context.Context, call apiCall) (reply, error) {
 	if err := ctx.Err(); err != nil {
 		// Nothing was sent; without this check an untraced early return
 		// would count as possibly sent.
-		return reply{}, transportError(call.op, err, false)
+		return reply{}, provider.TransportError(call.op, err, false)
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	var tr writeTrace
-	req, err := http.NewRequestWithContext(tr.with(ctx), call.method, call.url, nil)
+	var tr provider.WriteTrace
+	req, err := http.NewRequestWithContext(tr.With(ctx), call.method, call.url, nil)
 	if err != nil {
 		// Not wrapped: the parse error would quote the URL.
 		return reply{}, &provider.Error{Class: provider.ClassRejected, Message: call.op + ": cannot build request"}
@@ -217,7 +217,7 @@ func (c *Client) roundTrip(ctx context.Context, call apiCall) (reply, error) {
 
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return reply{}, transportError(call.op, err, call.submit && tr.mayHaveArrived(err))
+		return reply{}, provider.TransportError(call.op, err, call.submit && tr.MayHaveArrived(err))
 	}
 	defer resp.Body.Close()
 	body, readErr := io.ReadAll(io.LimitReader(resp.Body, maxBodyBytes+1))
@@ -225,7 +225,7 @@ func (c *Client) roundTrip(ctx context.Context, call apiCall) (reply, error) {
 	switch {
 	case readErr != nil && ok:
 		// The provider acted on the request; only its answer was lost.
-		return reply{}, transportError(call.op+": read answer", readErr, call.submit)
+		return reply{}, provider.TransportError(call.op+": read answer", readErr, call.submit)
 	case readErr != nil:
 		body = nil
 	case len(body) > maxBodyBytes && ok:

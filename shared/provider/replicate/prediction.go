@@ -69,7 +69,7 @@ func decodePrediction(body []byte) (prediction, error) {
 func (p prediction) job(retention time.Duration) (provider.Job, error) {
 	status, ok := statuses[p.Status]
 	if !ok {
-		return provider.Job{}, fmt.Errorf("prediction has unknown status %q", shorten(p.Status, 32))
+		return provider.Job{}, fmt.Errorf("prediction has unknown status %q", provider.Shorten(p.Status, 32))
 	}
 	created, err := time.Parse(time.RFC3339Nano, p.CreatedAt)
 	if err != nil {
@@ -194,9 +194,9 @@ func errorText(raw json.RawMessage) string {
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return shorten(s, 1000)
+		return provider.Shorten(s, 1000)
 	}
-	return shorten(string(raw), 1000)
+	return provider.Shorten(string(raw), 1000)
 }
 
 // tqdmLine matches the progress bars models print: " 76%|███▋  | 76/100".
