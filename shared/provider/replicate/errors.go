@@ -22,6 +22,8 @@ func statusError(op string, status int, header http.Header, body []byte, now tim
 	if scrub != nil {
 		detail = scrub(detail)
 	}
+	// Read before shortening, which could cut a trailing "(E005)".
+	sensitive := flaggedSensitive(detail)
 	detail = provider.Shorten(detail, 200)
 	msg := op
 	if detail != "" {
@@ -40,6 +42,9 @@ func statusError(op string, status int, header http.Header, body []byte, now tim
 	case status >= 500 && status <= 599:
 		e.Class = provider.ClassUnavailable
 		e.RetryAfter = retryAfter(header.Get("Retry-After"), "", now)
+	case status >= 400 && status <= 499 && sensitive:
+		// The safety check refused the input before a prediction ran.
+		e.Class, e.Code = provider.ClassContentRejected, CodeSensitive
 	case status >= 400 && status <= 499:
 		e.Class = provider.ClassRejected
 	default:
