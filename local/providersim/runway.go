@@ -203,7 +203,10 @@ func (s *Server) taskViewLocked(j *job, now time.Time) wireTask {
 func (s *Server) outputToken(id string, exp time.Time) string {
 	enc := base64.RawURLEncoding
 	head := enc.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`))
-	claims := enc.EncodeToString(fmt.Appendf(nil, `{"sub":%q,"exp":%d}`, id, exp.Unix()))
+	// exp is whole seconds, rounded up so that it is never before the
+	// moment the file stops being served.
+	secs := (exp.UnixNano() + int64(time.Second) - 1) / int64(time.Second)
+	claims := enc.EncodeToString(fmt.Appendf(nil, `{"sub":%q,"exp":%d}`, id, secs))
 	mac := hmac.New(sha256.New, s.hookKey)
 	mac.Write([]byte(head + "." + claims))
 	return head + "." + claims + "." + enc.EncodeToString(mac.Sum(nil))
