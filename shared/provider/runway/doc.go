@@ -55,8 +55,9 @@
 // Runway cannot find a task by anything of ours either: there is no list
 // endpoint and a task echoes no metadata. FindByClientRequestID therefore
 // always answers [provider.ClassRejected] with Code [CodeLookupUnsupported]:
-// the reconciler leads such an attempt to NEEDS_ATTENTION as ambiguous and
-// never resubmits blindly.
+// to the reconciler that is "cannot tell", never "not found", so it never
+// resubmits; once its lookup rounds are spent it hands the task to a
+// person (NEEDS_ATTENTION, reconcile.submit_unknown).
 //
 // Runway sends no callbacks: its create requests have no webhook field.
 // The pipeline polls Runway tasks; [provider.SubmitRequest.CallbackURL] is
@@ -65,8 +66,12 @@
 // # Errors
 //
 // Every failure is a [*provider.Error]. 429 is rate limited, with the wait
-// from Retry-After. A 400 to a create whose body carries a moderation
-// failure code is [provider.ClassContentRejected]; other 4xx are rejected,
+// from Retry-After. Runway documents its moderation as task failure codes,
+// not as a create error; a 400 to a create whose body still names a
+// moderation code (failureCode or code, SAFETY.* or
+// INPUT_PREPROCESSING.SAFETY.*, as the simulator answers) is
+// [provider.ClassContentRejected], decided by the code and never by the
+// message text. Other 4xx are rejected,
 // but 404 on a task is not found. A task that failed with a moderation
 // failureCode is a failed job with [provider.Job.ContentRejected] set and
 // the code in ErrorCode. An answer that is not the documented format is
