@@ -42,7 +42,9 @@ func (b *testBundle) waitTask(t *testing.T, id, status string) map[string]any {
 
 func TestRunwayTaskLifecycle(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(o *providersim.Options) { o.JobDurationMin, o.JobDurationMax = 300*time.Millisecond, 300*time.Millisecond })
+	b := setup(t, func(o *providersim.Options) {
+		o.JobDurationMin, o.JobDurationMax = 300*time.Millisecond, 300*time.Millisecond
+	})
 	created := b.createTask(t, "a lighthouse in fog")
 	require.Equal(t, http.StatusOK, created.status, "body: %s", created.body)
 	id := created.json(t)["id"].(string)
@@ -133,7 +135,9 @@ func TestRunwayFaultKnobs(t *testing.T) {
 		require.NotEmpty(t, done["failure"])
 	})
 	t.Run("output not ready, then expired as a signed URL", func(t *testing.T) {
-		b := setup(t, func(o *providersim.Options) { o.OutputNotReady, o.OutputTTL = 300*time.Millisecond, 600*time.Millisecond })
+		b := setup(t, func(o *providersim.Options) {
+			o.OutputNotReady, o.OutputTTL = 300*time.Millisecond, 600*time.Millisecond
+		})
 		done := b.waitTask(t, b.createTask(t, "p").json(t)["id"].(string), "SUCCEEDED")
 		url := done["output"].([]any)[0].(string)
 		require.Equal(t, http.StatusNotFound, b.call(t, http.MethodGet, url, nil, nil).status)
@@ -151,7 +155,9 @@ func TestRunwayFaultKnobs(t *testing.T) {
 		require.Equal(t, 1, b.sim.Stats().Faults.Capacity)
 	})
 	t.Run("job duration", func(t *testing.T) {
-		b := setup(t, func(o *providersim.Options) { o.JobDurationMin, o.JobDurationMax = 400*time.Millisecond, 400*time.Millisecond })
+		b := setup(t, func(o *providersim.Options) {
+			o.JobDurationMin, o.JobDurationMax = 400*time.Millisecond, 400*time.Millisecond
+		})
 		start := time.Now()
 		b.waitTask(t, b.createTask(t, "p").json(t)["id"].(string), "SUCCEEDED")
 		require.GreaterOrEqual(t, time.Since(start), 400*time.Millisecond)

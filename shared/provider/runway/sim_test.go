@@ -165,7 +165,9 @@ func TestAgainstSimulator(t *testing.T) {
 		})
 	}
 	t.Run("output not ready, then expired", func(t *testing.T) {
-		b := simSetup(t, func(o *providersim.Options) { o.OutputNotReady, o.OutputTTL = 300*time.Millisecond, 1500*time.Millisecond }, nil)
+		b := simSetup(t, func(o *providersim.Options) {
+			o.OutputNotReady, o.OutputTTL = 300*time.Millisecond, 1500*time.Millisecond
+		}, nil)
 		job, err := b.client.Submit(t.Context(), validRequest())
 		require.NoError(t, err)
 		done := b.wait(t, job.ID, terminal)
