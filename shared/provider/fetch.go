@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 )
 
@@ -73,4 +74,28 @@ func (b *streamBody) Close() error {
 	err := b.ReadCloser.Close()
 	b.cancel()
 	return err
+}
+
+// ParseOutputURL checks a job's output URL before anything is sent there:
+// an absolute http(s) URL, or [ClassMalformed].
+func ParseOutputURL(op, raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, &Error{Class: ClassMalformed, Message: op + ": output is not an http(s) URL"}
+	}
+	return u, nil
+}
+
+// OutputStatusError maps what output storage answers: 404 is
+// [ClassOutputNotReady] (a file not on the CDN yet), any of expired is
+// [ClassOutputExpired]. Other statuses return nil, for the client's own
+// classification.
+func OutputStatusError(op string, status int, expired ...int) *Error {
+	switch {
+	case status == http.StatusNotFound:
+		return &Error{Class: ClassOutputNotReady, StatusCode: status, Message: op + ": output not there yet"}
+	case slices.Contains(expired, status):
+		return &Error{Class: ClassOutputExpired, StatusCode: status, Message: op + ": output URL no longer valid"}
+	}
+	return nil
 }

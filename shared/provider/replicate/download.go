@@ -33,9 +33,9 @@ func (c *Client) Download(ctx context.Context, job provider.Job) (provider.Outpu
 	if !job.OutputExpiresAt.IsZero() && !c.now().Before(job.OutputExpiresAt) {
 		return provider.Output{}, &provider.Error{Class: provider.ClassOutputExpired, Message: op + ": output retention has passed"}
 	}
-	u, err := url.Parse(job.OutputURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return provider.Output{}, &provider.Error{Class: provider.ClassMalformed, Message: op + ": output is not an http(s) URL"}
+	u, err := provider.ParseOutputURL(op, job.OutputURL)
+	if err != nil {
+		return provider.Output{}, err
 	}
 
 	header := http.Header{"User-Agent": {"aivedio-pipeline/replicate"}}
@@ -48,10 +48,9 @@ func (c *Client) Download(ctx context.Context, job provider.Job) (provider.Outpu
 		return provider.Output{}, err
 	case status == http.StatusOK:
 		return out, nil
-	case status == http.StatusNotFound:
-		return provider.Output{}, &provider.Error{Class: provider.ClassOutputNotReady, StatusCode: status, Message: op + ": output not there yet"}
-	case status == http.StatusGone, status == http.StatusForbidden:
-		return provider.Output{}, &provider.Error{Class: provider.ClassOutputExpired, StatusCode: status, Message: op + ": output URL no longer valid"}
+	}
+	if e := provider.OutputStatusError(op, status, http.StatusGone, http.StatusForbidden); e != nil {
+		return provider.Output{}, e
 	}
 	return provider.Output{}, statusError(op, status, respHeader, nil, c.now(), nil)
 }

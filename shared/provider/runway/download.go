@@ -3,7 +3,6 @@ package runway
 import (
 	"context"
 	"net/http"
-	"net/url"
 
 	"github.com/aivedio/pipeline/shared/provider"
 )
@@ -27,9 +26,9 @@ func (c *Client) Download(ctx context.Context, job provider.Job) (provider.Outpu
 	if !job.OutputExpiresAt.IsZero() && !c.now().Before(job.OutputExpiresAt) {
 		return provider.Output{}, &provider.Error{Class: provider.ClassOutputExpired, Message: op + ": output URL has expired"}
 	}
-	u, err := url.Parse(job.OutputURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return provider.Output{}, &provider.Error{Class: provider.ClassMalformed, Message: op + ": output is not an http(s) URL"}
+	u, err := provider.ParseOutputURL(op, job.OutputURL)
+	if err != nil {
+		return provider.Output{}, err
 	}
 	out, status, header, err := provider.FetchOutput(ctx, provider.FetchParams{
 		Op: op, HTTP: c.http, URL: u, HeaderTimeout: c.timeout,
@@ -40,10 +39,9 @@ func (c *Client) Download(ctx context.Context, job provider.Job) (provider.Outpu
 		return provider.Output{}, err
 	case status == http.StatusOK:
 		return out, nil
-	case status == http.StatusNotFound:
-		return provider.Output{}, &provider.Error{Class: provider.ClassOutputNotReady, StatusCode: status, Message: op + ": output not there yet"}
-	case status == http.StatusGone, status == http.StatusForbidden, status == http.StatusUnauthorized:
-		return provider.Output{}, &provider.Error{Class: provider.ClassOutputExpired, StatusCode: status, Message: op + ": output URL no longer valid"}
+	}
+	if e := provider.OutputStatusError(op, status, http.StatusGone, http.StatusForbidden, http.StatusUnauthorized); e != nil {
+		return provider.Output{}, e
 	}
 	return provider.Output{}, statusError(apiCall{op: op}, status, header, nil, c.now())
 }
