@@ -4,12 +4,14 @@ import (
 	"container/heap"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -73,10 +75,17 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 	hash := sha256.Sum256(append([]byte(r.URL.Path+"\n"), body...))
 	now := time.Now()
+	var prompt string
+	_ = json.Unmarshal(input["prompt"], &prompt)
 
 	s.mu.Lock()
 	j, replay := s.byKey[key]
 	switch {
+	case !replay && s.refuseContentLocked(prompt):
+		s.mu.Unlock()
+		// Replicate's safety check: the code E005 in the detail.
+		writeProblem(w, http.StatusUnprocessableEntity, "Input flagged as sensitive", "E005: The input was flagged as sensitive. Please try again with different inputs.")
+		return
 	case replay && j.reqHash != hash:
 		s.mu.Unlock()
 		writeProblem(w, http.StatusUnprocessableEntity, "Idempotency key reused", "this Idempotency-Key was used with a different request")
@@ -90,7 +99,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusTooManyRequests, "", "Too many predictions running. Your rate limit resets in ~1s.")
 		return
 	default:
-		j = s.newJobLocked(now, model, version, req, input, key, hash)
+		width, height, seconds := outputShape(input, s.opts.MaxOutputSide)
+		j = s.newJobLocked(now, jobSpec{format: FormatReplicate, model: model, version: version, input: req.Input, webhook: req.Webhook,
+			filter: req.WebhookEventsFilter, idemKey: key, reqHash: hash, prompt: prompt, width: width, height: height, seconds: seconds})
 	}
 	drop := s.rollLocked(s.opts.RateDrop)
 	if drop {
@@ -109,8 +120,23 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, view)
 }
 
+// jobSpec is what a create asks for, in either wire format.
+type jobSpec struct {
+	format  string
+	model   string
+	version string
+	input   json.RawMessage
+	webhook string
+	filter  []string
+	idemKey string
+	reqHash [32]byte
+	prompt  string
+	// width, height and seconds are the clip's shape, already shrunk.
+	width, height, seconds int
+}
+
 // newJobLocked records a new job and schedules its webhook.
-func (s *Server) newJobLocked(now time.Time, model, version string, req createRequest, input map[string]json.RawMessage, key string, hash [32]byte) *job {
+func (s *Server) newJobLocked(now time.Time, spec jobSpec) *job {
 	s.seq++
 	span := s.opts.JobDurationMax - s.opts.JobDurationMin
 	run := s.opts.JobDurationMin
@@ -119,29 +145,38 @@ func (s *Server) newJobLocked(now time.Time, model, version string, req createRe
 	}
 	j := &job{
 		seq:       s.seq,
-		id:        s.newIDLocked(),
-		model:     model,
-		version:   version,
-		input:     req.Input,
-		webhook:   req.Webhook,
-		filter:    req.WebhookEventsFilter,
-		idemKey:   key,
-		reqHash:   hash,
+		id:        s.newIDLocked(spec.format),
+		format:    spec.format,
+		model:     spec.model,
+		version:   spec.version,
+		input:     spec.input,
+		webhook:   spec.webhook,
+		filter:    spec.filter,
+		idemKey:   spec.idemKey,
+		reqHash:   spec.reqHash,
+		prompt:    spec.prompt,
 		createdAt: now,
 		startAt:   now.Add(run / 5),
 		doneAt:    now.Add(run),
 		fail:      s.rollLocked(s.opts.RateFail),
+		width:     spec.width,
+		height:    spec.height,
+		seconds:   spec.seconds,
 	}
-	j.width, j.height, j.seconds = outputShape(input, s.opts.MaxOutputSide)
+	j.contentFail = strings.Contains(spec.prompt, MarkerContentRejectedOutput) || s.rollLocked(s.opts.RateContentFail)
+	if spec.format == FormatRunway && s.opts.ThrottleAbove > 0 && s.unfinishedLocked(FormatRunway, now) >= s.opts.ThrottleAbove {
+		// Held back for the organisation's concurrency limit: the whole
+		// schedule moves by the wait.
+		j.throttledUntil = now.Add(s.opts.ThrottleFor)
+		j.startAt = j.startAt.Add(s.opts.ThrottleFor)
+		j.doneAt = j.doneAt.Add(s.opts.ThrottleFor)
+	}
 	s.jobs[j.id] = j
 	s.saveLocked(stateRecord{Job: j.record()})
-	if key != "" {
-		s.byKey[key] = j
+	if spec.idemKey != "" {
+		s.byKey[spec.idemKey] = j
 	}
-	if j.fail {
-		s.stats.Faults.FailedJobs++
-	}
-	s.stats.countLocked(key, clientRequestID(j.webhook, s.opts.ClientRequestIDParam))
+	s.countJobLocked(j)
 	if j.webhook != "" {
 		heap.Push(&s.due, dueItem{at: j.doneAt, id: j.id})
 		select {
@@ -150,6 +185,41 @@ func (s *Server) newJobLocked(now time.Time, model, version string, req createRe
 		}
 	}
 	return j
+}
+
+// countJobLocked counts a new job, or one replayed from the state file.
+func (s *Server) countJobLocked(j *job) {
+	s.stats.countLocked(j.format, j.idemKey, clientRequestID(j.webhook, s.opts.ClientRequestIDParam), j.prompt)
+	switch {
+	case j.contentFail:
+		s.stats.Faults.ContentFailedJobs++
+	case j.fail:
+		s.stats.Faults.FailedJobs++
+	}
+	if !j.throttledUntil.IsZero() {
+		s.stats.Faults.Throttled++
+	}
+}
+
+// unfinishedLocked counts the jobs of format that have not ended at now.
+func (s *Server) unfinishedLocked(format string, now time.Time) int {
+	n := 0
+	for _, j := range s.jobs {
+		if status, _ := j.state(now); j.format == format && !terminal(status) {
+			n++
+		}
+	}
+	return n
+}
+
+// refuseContentLocked decides whether a create is refused for content
+// policy: its prompt carries the marker, or the rate says so.
+func (s *Server) refuseContentLocked(prompt string) bool {
+	refuse := strings.Contains(prompt, MarkerContentRejectedAtSubmit) || s.rollLocked(s.opts.RateContentRejectSubmit)
+	if refuse {
+		s.stats.Faults.ContentRejectedAtSubmit++
+	}
+	return refuse
 }
 
 // evictLocked drops the oldest finished job to make room.
@@ -163,20 +233,35 @@ func (s *Server) evictLocked(now time.Time) bool {
 	if oldest == nil {
 		return false
 	}
-	delete(s.jobs, oldest.id)
-	if s.byKey[oldest.idemKey] == oldest {
-		delete(s.byKey, oldest.idemKey)
-	}
-	s.saveLocked(stateRecord{Evict: oldest.id})
+	s.removeLocked(oldest)
 	return true
 }
 
-// newIDLocked makes a Replicate-looking id: 26 base32 letters. They come
+// removeLocked forgets j, in memory and in the state file.
+func (s *Server) removeLocked(j *job) {
+	delete(s.jobs, j.id)
+	if s.byKey[j.idemKey] == j {
+		delete(s.byKey, j.idemKey)
+	}
+	s.saveLocked(stateRecord{Evict: j.id})
+}
+
+// newIDLocked makes an id of format's look: 26 base32 letters for
+// Replicate, a version 4 UUID for Runway. They come
 // from crypto/rand, not the seeded source: the seed repeats the faults of a
 // run, but a job id is an identity, and one a restarted simulator hands out
 // again would be taken by the pipeline for the job of an earlier run.
-func (s *Server) newIDLocked() string {
+func (s *Server) newIDLocked(format string) string {
 	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+	for format == FormatRunway {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+		h := hex.EncodeToString(b[:])
+		if id := h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]; s.jobs[id] == nil {
+			return id
+		}
+	}
 	for {
 		var b [26]byte
 		_, _ = rand.Read(b[:]) // never fails (crypto/rand)

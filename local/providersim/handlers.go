@@ -16,7 +16,7 @@ import (
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	s.mu.Lock()
-	j := s.jobs[r.PathValue("id")]
+	j := s.replicateJobLocked(r.PathValue("id"))
 	var view wirePrediction
 	if j != nil {
 		view = s.viewLocked(j, now)
@@ -34,7 +34,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	var hook *delivery
 	s.mu.Lock()
-	j := s.jobs[r.PathValue("id")]
+	j := s.replicateJobLocked(r.PathValue("id"))
 	var view wirePrediction
 	if j != nil {
 		if status, _ := j.state(now); !terminal(status) {
@@ -86,7 +86,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	var picked []*job
 	for _, j := range s.jobs {
-		if j.seq < before && !j.createdAt.Before(after) {
+		if j.format == FormatReplicate && j.seq < before && !j.createdAt.Before(after) {
 			picked = append(picked, j)
 		}
 	}
@@ -109,6 +109,15 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		next = &link
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"previous": nil, "next": next, "results": results})
+}
+
+// replicateJobLocked returns the prediction with id, or nil: a Runway
+// task is no prediction.
+func (s *Server) replicateJobLocked(id string) *job {
+	if j := s.jobs[id]; j != nil && j.format == FormatReplicate {
+		return j
+	}
+	return nil
 }
 
 // secret is GET /v1/webhooks/default/secret.

@@ -30,6 +30,17 @@ type job struct {
 	hooked     bool // its completion webhook was sent, or given up on
 
 	width, height, seconds int
+
+	// format is the wire format the job was created in, and the only one
+	// that serves it: FormatReplicate or FormatRunway.
+	format string
+	// prompt is the request's prompt, for Stats.JobsByPrompt.
+	prompt string
+	// contentFail makes the job end failed for content policy.
+	contentFail bool
+	// throttledUntil is when a Runway task leaves THROTTLED; zero when it
+	// never was.
+	throttledUntil time.Time
 }
 
 func terminal(status string) bool {
@@ -41,7 +52,7 @@ func (j *job) state(now time.Time) (string, time.Time) {
 	switch {
 	case !j.canceledAt.IsZero():
 		return "canceled", j.canceledAt
-	case !now.Before(j.doneAt) && j.fail:
+	case !now.Before(j.doneAt) && (j.fail || j.contentFail):
 		return "failed", j.doneAt
 	case !now.Before(j.doneAt):
 		return "succeeded", j.doneAt
@@ -109,6 +120,9 @@ func (s *Server) viewLocked(j *job, now time.Time) wirePrediction {
 		p.Output = &out
 	case "failed":
 		msg := "simulated failure: the model could not render this video"
+		if j.contentFail {
+			msg = "The input or output was flagged as sensitive. Please try again with different inputs. (E005)"
+		}
 		p.Error = &msg
 		p.Logs = "Generating video\n" + msg
 	}
@@ -139,9 +153,25 @@ func outputShape(input map[string]json.RawMessage, maxSide int) (width, height, 
 		}
 	}
 	var d float64
-	if json.Unmarshal(input["duration"], &d) == nil && d >= 2 {
-		seconds = 2
+	if json.Unmarshal(input["duration"], &d) == nil {
+		seconds = clipSeconds(d)
 	}
+	width, height = shrink(width, height, maxSide)
+	return width, height, seconds
+}
+
+// clipSeconds is how long the simulator's clip for a requested duration
+// is: 2 seconds for 2 and more, else 1; ffmpeg is slow on small machines.
+func clipSeconds(requested float64) int {
+	if requested >= 2 {
+		return 2
+	}
+	return 1
+}
+
+// shrink scales width×height down to at most maxSide a side, keeping the
+// aspect ratio, and makes both even, as H.264 needs.
+func shrink(width, height, maxSide int) (int, int) {
 	if width > maxSide || height > maxSide {
 		if width >= height {
 			width, height = maxSide, height*maxSide/width
@@ -149,7 +179,7 @@ func outputShape(input map[string]json.RawMessage, maxSide int) (width, height, 
 			width, height = width*maxSide/height, maxSide
 		}
 	}
-	return max(width&^1, 2), max(height&^1, 2), seconds
+	return max(width&^1, 2), max(height&^1, 2)
 }
 
 // parseResolution reads "WIDTHxHEIGHT" or the "720p" shorthand.

@@ -35,12 +35,17 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 		s.stats.Faults.OutputNotReady++
 	}
 	var width, height, seconds int
+	var format string
 	if j != nil {
-		width, height, seconds = j.width, j.height, j.seconds
+		width, height, seconds, format = j.width, j.height, j.seconds, j.format
 	}
 	s.mu.Unlock()
 
 	switch {
+	case expired && format == FormatRunway:
+		// A signed CDN URL past its life is refused, not gone.
+		http.Error(w, "the signature of this URL has expired", http.StatusForbidden)
+		return
 	case expired:
 		http.Error(w, "this file has been removed", http.StatusGone)
 		return

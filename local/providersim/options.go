@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aivedio/pipeline/shared/provider/replicate"
+	"github.com/aivedio/pipeline/shared/provider/runway"
 )
 
 // Drop modes for [Options.DropMode].
@@ -54,6 +55,24 @@ type Options struct {
 	// Seed seeds every random choice; zero seeds from the clock.
 	Seed int64
 
+	// RateContentRejectSubmit refuses a create for content policy (Replicate:
+	// 422 with E005; Runway: 400 with failureCode SAFETY.INPUT.TEXT); no job
+	// is made. A prompt containing [MarkerContentRejectedAtSubmit] is always
+	// refused.
+	RateContentRejectSubmit float64
+	// RateContentFail makes a job end failed for content policy (Replicate:
+	// error E005; Runway: failureCode SAFETY.OUTPUT.VIDEO), rolled per job. A
+	// prompt containing [MarkerContentRejectedOutput] always fails so.
+	RateContentFail float64
+	// ThrottleAbove is Runway's concurrency limit: a Runway task created
+	// while this many Runway tasks are unfinished stays THROTTLED for
+	// ThrottleFor before it is enqueued (PENDING, then RUNNING). Zero never
+	// throttles. Replicate has no such state.
+	ThrottleAbove int
+	ThrottleFor   time.Duration
+	// RunwayVersion is the X-Runway-Version every Runway request must carry.
+	RunwayVersion string
+
 	// MaxJobs bounds the jobs kept; the oldest finished job makes room,
 	// and a submit with every slot running is answered 429.
 	MaxJobs int
@@ -95,6 +114,8 @@ func DefaultOptions() Options {
 		JobDurationMax:       5 * time.Second,
 		OutputTTL:            time.Hour,
 		Seed:                 1,
+		ThrottleFor:          time.Second,
+		RunwayVersion:        runway.DefaultAPIVersion,
 		MaxJobs:              1000,
 		PageSize:             100,
 		WebhookWorkers:       2,
@@ -141,6 +162,11 @@ func knobs() []knob {
 			},
 			get: func(o *Options) string { return strconv.FormatInt(o.Seed, 10) },
 		},
+		rateKnob("rate-content-reject-submit", "PROVIDERSIM_RATE_CONTENT_REJECT_SUBMIT", "share of creates refused for content policy (no job is made)", func(o *Options) *float64 { return &o.RateContentRejectSubmit }),
+		rateKnob("rate-content-fail", "PROVIDERSIM_RATE_CONTENT_FAIL", "share of jobs that end failed for content policy", func(o *Options) *float64 { return &o.RateContentFail }),
+		intKnob("throttle-above", "PROVIDERSIM_THROTTLE_ABOVE", "Runway tasks created while this many are unfinished start THROTTLED; 0 never", func(o *Options) *int { return &o.ThrottleAbove }),
+		durationKnob("throttle-for", "PROVIDERSIM_THROTTLE_FOR", "how long a throttled Runway task stays THROTTLED", func(o *Options) *time.Duration { return &o.ThrottleFor }),
+		stringKnob("runway-version", "PROVIDERSIM_RUNWAY_VERSION", "X-Runway-Version Runway requests must carry", func(o *Options) *string { return &o.RunwayVersion }),
 		intKnob("max-jobs", "PROVIDERSIM_MAX_JOBS", "jobs kept in memory", func(o *Options) *int { return &o.MaxJobs }),
 		stringKnob("cache-dir", "PROVIDERSIM_CACHE_DIR", "folder of generated MP4s; empty means aivedio-providersim-<uid> in the temp dir", func(o *Options) *string { return &o.CacheDir }),
 		stringKnob("ffmpeg", "PROVIDERSIM_FFMPEG", "ffmpeg binary", func(o *Options) *string { return &o.FFmpegPath }),
@@ -175,7 +201,8 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 // Validate reports knobs that cannot work, naming them.
 func (o Options) Validate() error {
 	var errs []error
-	for name, r := range map[string]float64{"rate-429": o.Rate429, "rate-5xx": o.Rate5xx, "rate-drop": o.RateDrop, "rate-fail": o.RateFail} {
+	for name, r := range map[string]float64{"rate-429": o.Rate429, "rate-5xx": o.Rate5xx, "rate-drop": o.RateDrop, "rate-fail": o.RateFail,
+		"rate-content-reject-submit": o.RateContentRejectSubmit, "rate-content-fail": o.RateContentFail} {
 		if r < 0 || r > 1 {
 			errs = append(errs, fmt.Errorf("providersim %s must be in [0, 1]", name))
 		}
@@ -186,8 +213,11 @@ func (o Options) Validate() error {
 	if o.JobDurationMin < 0 || o.JobDurationMax < o.JobDurationMin {
 		errs = append(errs, errors.New("providersim job-duration-min must be >= 0 and <= job-duration-max"))
 	}
-	if o.RetryAfter < 0 || o.OutputNotReady < 0 || o.OutputTTL < 0 {
-		errs = append(errs, errors.New("providersim retry-after, output-not-ready and output-ttl must not be negative"))
+	if o.RetryAfter < 0 || o.OutputNotReady < 0 || o.OutputTTL < 0 || o.ThrottleFor < 0 {
+		errs = append(errs, errors.New("providersim retry-after, output-not-ready, output-ttl and throttle-for must not be negative"))
+	}
+	if o.ThrottleAbove < 0 {
+		errs = append(errs, errors.New("providersim throttle-above must not be negative"))
 	}
 	return errors.Join(errs...)
 }

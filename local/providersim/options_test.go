@@ -27,6 +27,12 @@ func TestOptionsFromEnvAndFlags(t *testing.T) {
 		"PROVIDERSIM_SEED":             "99",
 		"PROVIDERSIM_MAX_JOBS":         "50",
 		"PROVIDERSIM_API_TOKEN":        "s3cr3t-t0k",
+
+		"PROVIDERSIM_RATE_CONTENT_REJECT_SUBMIT": "0.3",
+		"PROVIDERSIM_RATE_CONTENT_FAIL":          "0.4",
+		"PROVIDERSIM_THROTTLE_ABOVE":             "5",
+		"PROVIDERSIM_THROTTLE_FOR":               "2s",
+		"PROVIDERSIM_RUNWAY_VERSION":             "2025-01-01",
 	}
 	o := providersim.DefaultOptions()
 	require.NoError(t, o.LoadEnv(func(k string) string { return env[k] }))
@@ -35,6 +41,8 @@ func TestOptionsFromEnvAndFlags(t *testing.T) {
 	want.Rate429, want.RetryAfter, want.Rate5xx, want.RateDrop, want.DropMode = 0.25, 7*time.Second, 0.1, 0.05, providersim.DropHang
 	want.JobDurationMin, want.JobDurationMax, want.RateFail = time.Second, 3*time.Second, 0.2
 	want.OutputNotReady, want.OutputTTL, want.Seed, want.MaxJobs, want.APIToken = 500*time.Millisecond, 10*time.Minute, 99, 50, "s3cr3t-t0k"
+	want.RateContentRejectSubmit, want.RateContentFail, want.ThrottleAbove, want.ThrottleFor = 0.3, 0.4, 5, 2*time.Second
+	want.RunwayVersion = "2025-01-01"
 	require.Equal(t, want, o)
 	require.NoError(t, o.Validate())
 

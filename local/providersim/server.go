@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/aivedio/pipeline/shared/provider/runway"
 )
 
 // errClosed is the cause of a deliberate Close, telling it from the
@@ -80,6 +82,12 @@ func New(opts Options, logger *slog.Logger) (*Server, error) {
 	}
 	if opts.FFmpegPath == "" {
 		opts.FFmpegPath = def.FFmpegPath
+	}
+	if opts.RunwayVersion == "" {
+		opts.RunwayVersion = def.RunwayVersion
+	}
+	if opts.ThrottleFor == 0 {
+		opts.ThrottleFor = def.ThrottleFor
 	}
 	if opts.ClientRequestIDParam == "" {
 		opts.ClientRequestIDParam = def.ClientRequestIDParam
@@ -217,8 +225,8 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// routes is the simulator's API: Replicate's prediction endpoints, its
-// webhook secret, output files and the stats.
+// routes is the simulator's API: Replicate's prediction endpoints and
+// webhook secret, Runway's task endpoints, output files and the stats.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/predictions", s.api(s.create))
@@ -227,17 +235,44 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/predictions/{id}", s.api(s.get))
 	mux.HandleFunc("POST /v1/predictions/{id}/cancel", s.api(s.cancelJob))
 	mux.HandleFunc("GET /v1/webhooks/default/secret", s.api(s.secret))
+	mux.HandleFunc("POST /v1/text_to_video", s.runwayAPI(s.createTask))
+	mux.HandleFunc("GET /v1/tasks/{id}", s.runwayAPI(s.getTask))
+	mux.HandleFunc("DELETE /v1/tasks/{id}", s.runwayAPI(s.deleteTask))
 	mux.HandleFunc("GET /files/{id}/output.mp4", s.file)
 	mux.HandleFunc("GET /sim/stats", s.statsHandler)
 	return mux
 }
 
-// api guards the /v1 endpoints: the token first, then the injected 429s
-// and 503s, which stand for an edge in front of the API.
+// api guards Replicate's /v1 endpoints: the token first, then the
+// injected 429s and 503s, which stand for an edge in front of the API.
 func (s *Server) api(h http.HandlerFunc) http.HandlerFunc {
+	return s.guard(h, func(w http.ResponseWriter, status int, title, detail string) {
+		writeProblem(w, status, title, detail)
+	})
+}
+
+// runwayAPI guards Runway's endpoints like api, with Runway's error
+// bodies, and refuses a request without the X-Runway-Version the
+// simulator speaks, as Runway does.
+func (s *Server) runwayAPI(h http.HandlerFunc) http.HandlerFunc {
+	versioned := func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get(runway.VersionHeader); v != s.opts.RunwayVersion {
+			writeRunwayError(w, http.StatusBadRequest, fmt.Sprintf("%s must be %s", runway.VersionHeader, s.opts.RunwayVersion), "")
+			return
+		}
+		h(w, r)
+	}
+	return s.guard(versioned, func(w http.ResponseWriter, status int, _, detail string) {
+		writeRunwayError(w, status, detail, "")
+	})
+}
+
+// guard checks the token and injects the 429s and 503s before h, writing
+// refusals with fail in the format's own error body.
+func (s *Server) guard(h http.HandlerFunc, fail func(w http.ResponseWriter, status int, title, detail string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.opts.APIToken != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+s.opts.APIToken)) != 1 {
-			writeProblem(w, http.StatusUnauthorized, "Unauthenticated", "You did not pass a valid authentication token")
+			fail(w, http.StatusUnauthorized, "Unauthenticated", "You did not pass a valid authentication token")
 			return
 		}
 		s.mu.Lock()
@@ -254,9 +289,9 @@ func (s *Server) api(h http.HandlerFunc) http.HandlerFunc {
 		case limited:
 			secs := int((s.opts.RetryAfter + time.Second - 1) / time.Second)
 			w.Header().Set("Retry-After", fmt.Sprint(secs))
-			writeProblem(w, http.StatusTooManyRequests, "", fmt.Sprintf("Request was throttled. Your rate limit resets in ~%ds.", secs))
+			fail(w, http.StatusTooManyRequests, "", fmt.Sprintf("Request was throttled. Your rate limit resets in ~%ds.", secs))
 		case failing:
-			writeProblem(w, http.StatusServiceUnavailable, "Service Unavailable", "simulated outage")
+			fail(w, http.StatusServiceUnavailable, "Service Unavailable", "simulated outage")
 		default:
 			h(w, r)
 		}

@@ -56,6 +56,12 @@ type jobRecord struct {
 	Height     int             `json:"height"`
 	Seconds    int             `json:"seconds"`
 	Counted    bool            `json:"counted,omitempty"`
+	// Format is empty for the Replicate jobs of files written before the
+	// simulator spoke Runway.
+	Format         string    `json:"format,omitempty"`
+	Prompt         string    `json:"prompt,omitempty"`
+	ContentFail    bool      `json:"content_fail,omitempty"`
+	ThrottledUntil time.Time `json:"throttled_until,omitzero"`
 }
 
 // statsRecord is what Stats counts per job, kept across runs so that a
@@ -66,18 +72,27 @@ type statsRecord struct {
 	JobsByClientRequestID map[string]int `json:"jobs_by_client_request_id"`
 	UntrackedKeys         int            `json:"untracked_keys"`
 	FailedJobs            int            `json:"failed_jobs"`
+	JobsCreatedByFormat   map[string]int `json:"jobs_created_by_format,omitempty"`
+	JobsByPrompt          map[string]int `json:"jobs_by_prompt,omitempty"`
+	ContentFailedJobs     int            `json:"content_failed_jobs,omitempty"`
+	Throttled             int            `json:"throttled,omitempty"`
 }
 
 func (j *job) record() *jobRecord {
 	return &jobRecord{Seq: j.seq, ID: j.id, Model: j.model, Version: j.version, Input: j.input, Webhook: j.webhook, Filter: j.filter,
 		IdemKey: j.idemKey, ReqHash: hex.EncodeToString(j.reqHash[:]), CreatedAt: j.createdAt, StartAt: j.startAt, DoneAt: j.doneAt,
-		Fail: j.fail, CanceledAt: j.canceledAt, Hooked: j.hooked, Width: j.width, Height: j.height, Seconds: j.seconds}
+		Fail: j.fail, CanceledAt: j.canceledAt, Hooked: j.hooked, Width: j.width, Height: j.height, Seconds: j.seconds,
+		Format: j.format, Prompt: j.prompt, ContentFail: j.contentFail, ThrottledUntil: j.throttledUntil}
 }
 
 func (r *jobRecord) job() *job {
 	j := &job{seq: r.Seq, id: r.ID, model: r.Model, version: r.Version, input: r.Input, webhook: r.Webhook, filter: r.Filter,
 		idemKey: r.IdemKey, createdAt: r.CreatedAt, startAt: r.StartAt, doneAt: r.DoneAt, fail: r.Fail, canceledAt: r.CanceledAt,
-		hooked: r.Hooked, width: r.Width, height: r.Height, seconds: r.Seconds}
+		hooked: r.Hooked, width: r.Width, height: r.Height, seconds: r.Seconds,
+		format: r.Format, prompt: r.Prompt, contentFail: r.ContentFail, throttledUntil: r.ThrottledUntil}
+	if j.format == "" {
+		j.format = FormatReplicate
+	}
 	_, _ = hex.Decode(j.reqHash[:], []byte(r.ReqHash))
 	return j
 }
@@ -128,15 +143,15 @@ func (s *Server) replayState(r io.Reader) error {
 		case rec.Stats != nil:
 			st := rec.Stats
 			s.stats.JobsCreated, s.stats.UntrackedKeys, s.stats.Faults.FailedJobs = st.JobsCreated, st.UntrackedKeys, st.FailedJobs
+			s.stats.Faults.ContentFailedJobs, s.stats.Faults.Throttled = st.ContentFailedJobs, st.Throttled
 			maps.Copy(s.stats.JobsByIdempotencyKey, st.JobsByIdempotencyKey)
 			maps.Copy(s.stats.JobsByClientRequestID, st.JobsByClientRequestID)
+			maps.Copy(s.stats.JobsCreatedByFormat, st.JobsCreatedByFormat)
+			maps.Copy(s.stats.JobsByPrompt, st.JobsByPrompt)
 		case rec.Job != nil:
 			j := rec.Job.job()
 			if _, seen := s.jobs[j.id]; !seen && !rec.Job.Counted {
-				s.stats.countLocked(j.idemKey, clientRequestID(j.webhook, s.opts.ClientRequestIDParam))
-				if j.fail {
-					s.stats.Faults.FailedJobs++
-				}
+				s.countJobLocked(j)
 			}
 			s.jobs[j.id] = j
 			if j.idemKey != "" {
@@ -161,7 +176,9 @@ func (s *Server) rewriteState() error {
 	enc := json.NewEncoder(&buf)
 	st := s.stats
 	if err := enc.Encode(stateRecord{Stats: &statsRecord{JobsCreated: st.JobsCreated, JobsByIdempotencyKey: st.JobsByIdempotencyKey,
-		JobsByClientRequestID: st.JobsByClientRequestID, UntrackedKeys: st.UntrackedKeys, FailedJobs: st.Faults.FailedJobs}}); err != nil {
+		JobsByClientRequestID: st.JobsByClientRequestID, UntrackedKeys: st.UntrackedKeys, FailedJobs: st.Faults.FailedJobs,
+		JobsCreatedByFormat: st.JobsCreatedByFormat, JobsByPrompt: st.JobsByPrompt, ContentFailedJobs: st.Faults.ContentFailedJobs,
+		Throttled: st.Faults.Throttled}}); err != nil {
 		return err
 	}
 	jobs := slices.SortedFunc(maps.Values(s.jobs), func(a, b *job) int { return int(a.seq - b.seq) })

@@ -29,7 +29,7 @@ type delivery struct {
 // deliveryLocked snapshots j's state at now as its completion webhook.
 func (s *Server) deliveryLocked(j *job, now time.Time) delivery {
 	body, _ := json.Marshal(s.viewLocked(j, now))
-	return delivery{url: j.webhook, msgID: "msg_" + s.newIDLocked(), body: body, jobID: j.id}
+	return delivery{url: j.webhook, msgID: "msg_" + s.newIDLocked(FormatReplicate), body: body, jobID: j.id}
 }
 
 // enqueue hands d to the workers, or drops and counts it when the queue is

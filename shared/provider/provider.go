@@ -106,6 +106,17 @@ type Client interface {
 	ParseCallback(header http.Header, body []byte, now time.Time) (Job, error)
 }
 
+// Capable is implemented by a [Client] that can tell, before a submit,
+// whether it can serve a request at all (a model, aspect ratio or duration
+// the provider does not offer). A router asks it before choosing the
+// provider, so a request no provider can serve fails at once instead of
+// after a rejected submit; a Client without it is taken to accept anything
+// and lets the provider's answer decide. An unsupported request is a
+// [ClassRejected] *Error that names what is unsupported.
+type Capable interface {
+	Supports(SubmitRequest) error
+}
+
 // Class is what a provider failure means for the caller.
 type Class string
 

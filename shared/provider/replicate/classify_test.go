@@ -67,6 +67,17 @@ var responseCases = []responseCase{
 			require.Equal(t, replicate.ErrorCodeFailed, j.ErrorCode)
 			require.Equal(t, "CUDA out of memory", j.ErrorMessage)
 		}},
+	{name: "failed as sensitive", status: 200, body: `{"id":"p1","status":"failed",` + created + `,"error":"The input or output was flagged as sensitive. Please try again with different inputs. (E005)"}`,
+		check: func(t *testing.T, j provider.Job) {
+			require.Equal(t, provider.StatusFailed, j.Status)
+			require.True(t, j.ContentRejected)
+			require.Equal(t, replicate.CodeSensitive, j.ErrorCode)
+		}},
+	{name: "failed with a code that only contains E005", status: 200, body: `{"id":"p1","status":"failed",` + created + `,"error":"E0051 worker lost; output mentions flagged as sensitive"}`,
+		check: func(t *testing.T, j provider.Job) {
+			require.False(t, j.ContentRejected, "the code decides, not the words")
+			require.Equal(t, replicate.ErrorCodeFailed, j.ErrorCode)
+		}},
 	{name: "canceled", status: 200, body: `{"id":"p1","status":"canceled",` + created + `}`,
 		check: func(t *testing.T, j provider.Job) { require.Equal(t, provider.StatusCanceled, j.Status) }},
 	{name: "webhook carries the client request id", status: 200, body: `{"id":"p1","status":"starting",` + created + `,"webhook":"https://api.example/cb?aivedio_client_request_id=req-7"}`,
@@ -155,6 +166,8 @@ func TestSubmitAnswers(t *testing.T) {
 		{name: "created", status: 201, body: `{"id":"p1","status":"starting",` + created + `}`},
 		{name: "validation error quoting the prompt", status: 422, body: `{"detail":"input.prompt: '` + prompt + `' is too long"}`, class: provider.ClassRejected},
 		{name: "created but unreadable", status: 201, body: `{"id":`, class: provider.ClassMalformed},
+		{name: "refused as sensitive", status: 422, body: `{"detail":"E005: the input was flagged as sensitive: '` + prompt + `'"}`, class: provider.ClassContentRejected},
+		{name: "sensitive code after a long detail", status: 400, body: `{"detail":"` + strings.Repeat("x", 300) + ` (E005)"}`, class: provider.ClassContentRejected},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,11 +1,9 @@
 package replicate
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -183,60 +181,28 @@ type reply struct {
 
 // roundTrip makes call and returns its 2xx answer, or a classified error.
 func (c *Client) roundTrip(ctx context.Context, call apiCall) (reply, error) {
-	if err := ctx.Err(); err != nil {
-		// Nothing was sent; without this check an untraced early return
-		// would count as possibly sent.
-		return reply{}, transportError(call.op, err, false)
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	var tr writeTrace
-	req, err := http.NewRequestWithContext(tr.with(ctx), call.method, call.url, nil)
-	if err != nil {
-		// Not wrapped: the parse error would quote the URL.
-		return reply{}, &provider.Error{Class: provider.ClassRejected, Message: call.op + ": cannot build request"}
-	}
-	if call.body != nil {
-		// Deliberately no GetBody: without it net/http never replays the
-		// request on a reused connection, which it would otherwise do for a
-		// POST with an Idempotency-Key. Replicate ignores that key, so a
-		// silent replay could start a second prediction; a lost answer must
-		// surface as timeout-unknown instead.
-		req.Body = io.NopCloser(bytes.NewReader(call.body))
-		req.ContentLength = int64(len(call.body))
-		req.Header.Set("Content-Type", "application/json")
-	}
+	header := http.Header{"Accept": {"application/json"}, "User-Agent": {"aivedio-pipeline/replicate"}}
 	for k, v := range call.header {
-		req.Header[k] = v
+		header[k] = v
 	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "aivedio-pipeline/replicate")
 	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+		header.Set("Authorization", "Bearer "+c.token)
 	}
-
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return reply{}, transportError(call.op, err, call.submit && tr.mayHaveArrived(err))
-	}
-	defer resp.Body.Close()
-	body, readErr := io.ReadAll(io.LimitReader(resp.Body, maxBodyBytes+1))
-	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
+	// Replicate ignores the Idempotency-Key it is sent, so a create is
+	// marked Creates: a lost answer may have started a prediction.
+	ans, err := provider.Exchange(ctx, c.http, provider.ExchangeParams{
+		Op: call.op, Method: call.method, URL: call.url, Body: call.body, Header: header,
+		Creates: call.submit, Timeout: c.timeout, MaxBody: maxBodyBytes,
+	})
 	switch {
-	case readErr != nil && ok:
-		// The provider acted on the request; only its answer was lost.
-		return reply{}, transportError(call.op+": read answer", readErr, call.submit)
-	case readErr != nil:
-		body = nil
-	case len(body) > maxBodyBytes && ok:
-		return reply{}, c.malformed(call.op, resp.StatusCode, errors.New("answer larger than 4 MiB"))
-	case len(body) > maxBodyBytes:
-		body = body[:maxBodyBytes]
+	case errors.Is(err, provider.ErrAnswerTooLarge):
+		return reply{}, c.malformed(call.op, ans.Status, errors.New("answer larger than 4 MiB"))
+	case err != nil:
+		return reply{}, err
+	case !ans.OK():
+		return reply{}, statusError(call.op, ans.Status, ans.Header, ans.Body, c.now(), call.scrub)
 	}
-	if !ok {
-		return reply{}, statusError(call.op, resp.StatusCode, resp.Header, body, c.now(), call.scrub)
-	}
-	return reply{status: resp.StatusCode, body: body}, nil
+	return reply{status: ans.Status, body: ans.Body}, nil
 }
 
 // malformed reports an answer that breaks the documented format, and logs

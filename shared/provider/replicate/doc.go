@@ -57,7 +57,11 @@
 // request was fully written are unavailable. A failure after a submit was
 // written, including a lost 2xx body, is timeout-unknown; the same failure
 // on a read or a cancel is unavailable, as repeating those is harmless. 404
-// is not found, other 4xx rejected, and a body that is not the documented
+// is not found, other 4xx rejected, except a 4xx whose detail carries
+// Replicate's sensitive-content code [CodeSensitive] (E005), which is
+// content rejected. A prediction that failed with that code is a failed job
+// with [provider.Job.ContentRejected] set and ErrorCode E005; the code is
+// matched as a code of its own, never the wording around it. A body that is not the documented
 // format malformed. A malformed answer to Submit means a prediction was
 // probably created: reconcile it like timeout-unknown.
 //

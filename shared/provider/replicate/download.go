@@ -2,11 +2,9 @@ package replicate
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/aivedio/pipeline/shared/provider"
 )
@@ -35,52 +33,26 @@ func (c *Client) Download(ctx context.Context, job provider.Job) (provider.Outpu
 	if !job.OutputExpiresAt.IsZero() && !c.now().Before(job.OutputExpiresAt) {
 		return provider.Output{}, &provider.Error{Class: provider.ClassOutputExpired, Message: op + ": output retention has passed"}
 	}
-	u, err := url.Parse(job.OutputURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return provider.Output{}, &provider.Error{Class: provider.ClassMalformed, Message: op + ": output is not an http(s) URL"}
+	u, err := provider.ParseOutputURL(op, job.OutputURL)
+	if err != nil {
+		return provider.Output{}, err
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		cancel()
-		return provider.Output{}, &provider.Error{Class: provider.ClassMalformed, Message: op + ": output is not a usable URL"}
-	}
-	req.Header.Set("User-Agent", "aivedio-pipeline/replicate")
+	header := http.Header{"User-Agent": {"aivedio-pipeline/replicate"}}
 	if c.token != "" && c.trusted(u) {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+		header.Set("Authorization", "Bearer "+c.token)
 	}
-	headers := time.AfterFunc(c.timeout, cancel)
-	resp, err := c.http.Do(req)
-	timedOut := !headers.Stop()
-	if err != nil {
-		cancel()
-		return provider.Output{}, transportError(op, err, false)
+	out, status, respHeader, err := provider.FetchOutput(ctx, provider.FetchParams{Op: op, HTTP: c.http, URL: u, Header: header, HeaderTimeout: c.timeout})
+	switch {
+	case err != nil:
+		return provider.Output{}, err
+	case status == http.StatusOK:
+		return out, nil
 	}
-	if timedOut {
-		// The headers came just as the deadline fired: the body is dead.
-		resp.Body.Close()
-		cancel()
-		return provider.Output{}, &provider.Error{Class: provider.ClassUnavailable, Message: op + ": no answer within the timeout", Err: context.DeadlineExceeded}
+	if e := provider.OutputStatusError(op, status, http.StatusGone, http.StatusForbidden); e != nil {
+		return provider.Output{}, e
 	}
-	if resp.StatusCode == http.StatusOK {
-		return provider.Output{
-			Body:          &streamBody{ReadCloser: resp.Body, cancel: cancel},
-			ContentType:   resp.Header.Get("Content-Type"),
-			ContentLength: resp.ContentLength,
-		}, nil
-	}
-	defer cancel()
-	defer resp.Body.Close()
-	// Drained, never quoted: a storage error page can repeat the URL.
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	switch resp.StatusCode {
-	case http.StatusNotFound:
-		return provider.Output{}, &provider.Error{Class: provider.ClassOutputNotReady, StatusCode: resp.StatusCode, Message: op + ": output not there yet"}
-	case http.StatusGone, http.StatusForbidden:
-		return provider.Output{}, &provider.Error{Class: provider.ClassOutputExpired, StatusCode: resp.StatusCode, Message: op + ": output URL no longer valid"}
-	}
-	return provider.Output{}, statusError(op, resp.StatusCode, resp.Header, nil, c.now(), nil)
+	return provider.Output{}, statusError(op, status, respHeader, nil, c.now(), nil)
 }
 
 // trusted reports whether the API token may go to u: the API's own host,
@@ -100,16 +72,4 @@ func (c *Client) trusted(u *url.URL) bool {
 		}
 	}
 	return false
-}
-
-// streamBody ends the download's context when the caller closes the body.
-type streamBody struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (b *streamBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.cancel()
-	return err
 }

@@ -16,7 +16,7 @@ import (
 )
 
 var knownClasses = map[provider.Class]bool{
-	provider.ClassRateLimited: true, provider.ClassUnavailable: true, provider.ClassRejected: true,
+	provider.ClassRateLimited: true, provider.ClassUnavailable: true, provider.ClassRejected: true, provider.ClassContentRejected: true,
 	provider.ClassTimeoutUnknown: true, provider.ClassNotFound: true, provider.ClassOutputNotReady: true,
 	provider.ClassOutputExpired: true, provider.ClassMalformed: true,
 }

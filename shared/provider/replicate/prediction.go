@@ -22,6 +22,22 @@ const ClientRequestIDParam = "aivedio_client_request_id"
 // Replicate gives a message but no code.
 const ErrorCodeFailed = "prediction_failed"
 
+// CodeSensitive is Replicate's error code for an input or output its
+// safety checks flagged as sensitive ("E005 ... flagged as sensitive";
+// its error codes page gives codes as E followed by digits, within the
+// error text). A prediction that failed with it, or a create refused
+// with it, is a content-policy refusal: never retried, never sent to
+// another provider.
+const CodeSensitive = "E005"
+
+// sensitiveCode finds CodeSensitive as a code of its own in a message,
+// "E005: ..." or "... (E005)", and not inside another token such as E0050.
+var sensitiveCode = regexp.MustCompile(`(?:^|[^A-Za-z0-9])` + CodeSensitive + `(?:$|[^A-Za-z0-9])`)
+
+// flaggedSensitive reports whether a Replicate error text carries
+// [CodeSensitive].
+func flaggedSensitive(text string) bool { return sensitiveCode.MatchString(text) }
+
 // prediction is the part of Replicate's prediction object the client reads.
 // Input is never decoded: it holds the prompt.
 type prediction struct {
@@ -69,7 +85,7 @@ func decodePrediction(body []byte) (prediction, error) {
 func (p prediction) job(retention time.Duration) (provider.Job, error) {
 	status, ok := statuses[p.Status]
 	if !ok {
-		return provider.Job{}, fmt.Errorf("prediction has unknown status %q", shorten(p.Status, 32))
+		return provider.Job{}, fmt.Errorf("prediction has unknown status %q", provider.Shorten(p.Status, 32))
 	}
 	created, err := time.Parse(time.RFC3339Nano, p.CreatedAt)
 	if err != nil {
@@ -113,6 +129,9 @@ func (p prediction) job(retention time.Duration) (provider.Job, error) {
 	case provider.StatusFailed:
 		j.ErrorCode = ErrorCodeFailed
 		j.ErrorMessage = errorText(p.Error)
+		if flaggedSensitive(j.ErrorMessage) {
+			j.ErrorCode, j.ContentRejected = CodeSensitive, true
+		}
 		if j.ErrorMessage == "" {
 			j.ErrorMessage = "prediction failed"
 		}
@@ -194,9 +213,9 @@ func errorText(raw json.RawMessage) string {
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return shorten(s, 1000)
+		return provider.Shorten(s, 1000)
 	}
-	return shorten(string(raw), 1000)
+	return provider.Shorten(string(raw), 1000)
 }
 
 // tqdmLine matches the progress bars models print: " 76%|███▋  | 76/100".

@@ -363,6 +363,28 @@ func TestSimFaults(t *testing.T) {
 		require.Equal(t, 1, b.stats(t).Faults.FailedJobs)
 	})
 
+	t.Run("content policy at create and of the output", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		req := submitRequest(t, "")
+		req.Prompt = "a scene " + providersim.MarkerContentRejectedAtSubmit
+		_, err := b.client.Submit(t.Context(), req)
+		requireClass(t, provider.ClassContentRejected, err)
+
+		req.Prompt = "a scene " + providersim.MarkerContentRejectedOutput
+		req.IdempotencyKey += "-output"
+		job, err := b.client.Submit(t.Context(), req)
+		require.NoError(t, err)
+		done := b.waitTerminal(t, job.ID)
+		require.Equal(t, provider.StatusFailed, done.Status)
+		require.True(t, done.ContentRejected)
+		require.Equal(t, replicate.CodeSensitive, done.ErrorCode)
+		st := b.stats(t)
+		require.Equal(t, 1, st.Faults.ContentRejectedAtSubmit)
+		require.Equal(t, 1, st.Faults.ContentFailedJobs)
+		require.Equal(t, map[string]int{req.Prompt: 1}, st.JobsByPrompt)
+	})
+
 	t.Run("job duration", func(t *testing.T) {
 		t.Parallel()
 		const run = 400 * time.Millisecond

@@ -63,7 +63,7 @@ func (c *Client) Submit(ctx context.Context, req provider.SubmitRequest) (provid
 		body:   b,
 		header: http.Header{"Idempotency-Key": {req.IdempotencyKey}},
 		submit: true,
-		scrub:  scrubber(req.Prompt),
+		scrub:  provider.Scrubber(req.Prompt),
 	})
 	if err != nil {
 		return provider.Job{}, err
@@ -90,7 +90,7 @@ func createPath(model string) (path, version string, err error) {
 		m := modelName.FindStringSubmatch(model)
 		return "/v1/models/" + url.PathEscape(m[1]) + "/" + url.PathEscape(m[2]) + "/predictions", "", nil
 	}
-	return "", "", fmt.Errorf("model %q is not owner/name, owner/name:version or a version id", shorten(model, 100))
+	return "", "", fmt.Errorf("model %q is not owner/name, owner/name:version or a version id", provider.Shorten(model, 100))
 }
 
 // markWebhook adds the client request id to the callback URL, where
