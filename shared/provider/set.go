@@ -190,14 +190,6 @@ func (s *Set) Candidates(model string, req SubmitRequest) (out []Candidate, unfi
 	return append(append(out, halfOpen...), open...), unfit
 }
 
-// Capable is a client that knows, before any call, whether it can serve a
-// request (the resolutions, durations and models its API accepts): the
-// router skips it for requests it cannot serve rather than sending them to
-// be refused.
-type Capable interface {
-	Supports(SubmitRequest) error
-}
-
 // BreakerState is the state of c's circuit breaker ([WithBreaker]):
 // "closed", "half-open" or "open"; "closed" for a client without one.
 func BreakerState(c Client) string {

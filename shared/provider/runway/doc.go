@@ -56,8 +56,11 @@
 // endpoint and a task echoes no metadata. FindByClientRequestID therefore
 // always answers [provider.ClassRejected] with Code [CodeLookupUnsupported]:
 // to the reconciler that is "cannot tell", never "not found", so it never
-// resubmits; once its lookup rounds are spent it hands the task to a
-// person (NEEDS_ATTENTION, reconcile.submit_unknown).
+// resubmits; it hands the task to a person at once (NEEDS_ATTENTION,
+// reconcile.submit_unknown), since no later round could tell either. And
+// since no resend can be deduplicated, the client is not a
+// [provider.Deduper]: the submit stage looks up, rather than sends again,
+// any create that may have started a task.
 //
 // Runway sends no callbacks: its create requests have no webhook field.
 // The pipeline polls Runway tasks; [provider.SubmitRequest.CallbackURL] is

@@ -14,7 +14,7 @@ import (
 const (
 	// CodeLookupUnsupported: Runway cannot find a task by our client
 	// request id, so whether a lost create started one cannot be told.
-	CodeLookupUnsupported = "lookup_unsupported"
+	CodeLookupUnsupported = provider.CodeLookupUnsupported
 	// CodeUnsupported: [Client.Supports] refused the request before it
 	// was sent.
 	CodeUnsupported = "unsupported"
