@@ -34,6 +34,7 @@ import (
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/media"
+	"github.com/aivedio/pipeline/shared/progress"
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/replay"
@@ -193,7 +194,7 @@ func start(ctx context.Context, o options) (*environment, error) {
 		return nil, err
 	}
 	reg := telemetry.NewRegistry()
-	reg.MustRegister(stage.Collector(), inbox.Collector(), provider.IdentityCollector(), provider.FailoverCollector(), replay.Collector(),
+	reg.MustRegister(stage.Collector(), inbox.Collector(), provider.IdentityCollector(), provider.FailoverCollector(), progress.Collector(), replay.Collector(),
 		quarantine.Collector(e.pool, catalog.Groups()))
 	gauges := task.StateGauges(e.pool)
 	e.closers = append(e.closers, gauges.Close)

@@ -45,8 +45,11 @@
 // waits for a stream, so a slow or absent client never slows the chain.
 //
 // GET /v1/generations/{id} reports, for a task in PROVIDER_RUNNING, the
-// progress the poll stage last recorded in Redis when there is one; the
-// stored progress otherwise, and when Redis does not answer.
+// larger of the progress the poll stage last recorded in Redis and the
+// stored one, which it merges into PostgreSQL by PROGRESS_MERGE_STEP or
+// PROGRESS_MERGE_INTERVAL; the stored progress alone when Redis has none
+// (after a Redis restart, say) or does not answer. It never goes back to 0
+// for a task that had progressed.
 //
 // # Errors
 //

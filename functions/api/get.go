@@ -171,10 +171,12 @@ func readOutputs(ctx context.Context, tx pgx.Tx, tenantID, id uuid.UUID) ([]outp
 // number that only decorates the answer is not worth a slow one.
 const progressTimeout = time.Second
 
-// liveProgress is the progress the poll stage recorded in Redis for a
-// running task, which is fresher than the column (written only on
-// transitions). Without one, or when Redis fails, it is stored: a missing
-// decoration is logged, never a failed request.
+// liveProgress is the progress of a running task (package progress): the
+// larger of what the poll stage recorded in Redis, which is fresher, and
+// stored, which the poll stage merges by step or interval and which
+// outlives Redis. Without a live value (expired, or Redis lost its data),
+// or when Redis fails, it is stored: a missing decoration is logged, never
+// a failed request.
 func (s *Server) liveProgress(ctx context.Context, id uuid.UUID, stored int) int {
 	pctx, cancel := context.WithTimeout(ctx, progressTimeout)
 	defer cancel()
@@ -187,7 +189,7 @@ func (s *Server) liveProgress(ctx context.Context, id uuid.UUID, stored int) int
 	if !ok {
 		return stored
 	}
-	return p
+	return max(p, stored)
 }
 
 // presign adds download URLs. A URL that cannot be made is left out and

@@ -10,7 +10,8 @@
 // nothing, so a duplicate or a reconciler's extra poll cannot fork the
 // chain. Moving to the next poll is an unversioned compare-and-set of
 // next_poll_at plus the next delayed event; the task's version and timeline
-// change only when the job ends. Progress between polls lives in Redis.
+// change only when the job ends. Progress between polls lives in Redis and
+// reaches the task row by step or interval (package progress).
 //
 // Intervals grow with the job's age (a quarter of it, between
 // POLL_FIRST_DELAY and POLL_MAX_INTERVAL), so a long job costs few
@@ -34,7 +35,6 @@ import (
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/inbox"
-	"github.com/aivedio/pipeline/shared/live"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/provider"
@@ -175,6 +175,7 @@ func apply[T any](ctx context.Context, s *poller, d stage.Delivery[T], attemptID
 			log.WarnContext(ctx, "provider job refused", slog.String("error", refused.Error()))
 			return d.Escalate(ctx, stage.Uncurable("provider.identity_mismatch", refused), func(context.Context) { releaseSlots(s, d) })
 		}
+		s.recordProgress(ctx, log, t, job)
 	}
 	switch class := provider.ClassOf(getErr); {
 	case getErr == nil && job.Status == provider.StatusSucceeded:
@@ -242,11 +243,6 @@ func apply[T any](ctx context.Context, s *poller, d stage.Delivery[T], attemptID
 			}
 			return task.Fail(ctx, tx, o, cur, "provider.max_wait_exceeded", msg)
 		})
-	}
-	if getErr == nil && s.Redis != nil {
-		if err := live.SetProgress(ctx, s.Redis, t.ID, job.Progress, s.Journey.PollMax*3); err != nil {
-			log.WarnContext(ctx, "progress not recorded", slog.String("error", err.Error()))
-		}
 	}
 	reason := "provider job " + string(job.Status)
 	if getErr != nil {

@@ -401,7 +401,19 @@ type Journey struct {
 	StuckAfter      time.Duration `envconfig:"RECONCILE_STUCK_AFTER" default:"15m" desc:"a task fetching or processing media this long without change gets its step re-emitted"`
 	OutboxStale     time.Duration `envconfig:"OUTBOX_STALE_AFTER" default:"5m" desc:"an unpublished outbox row this old is reported (metric and log) for alerting"`
 	UploadExpiry    time.Duration `envconfig:"UPLOAD_EXPIRY" default:"24h" desc:"an announced upload not completed this long after is FAILED (upload.expired)"`
+	// Live progress goes to Redis on every poll and into PostgreSQL only
+	// by these (seed 7.8.2; package progress).
+	ProgressStep     int           `envconfig:"PROGRESS_MERGE_STEP" default:"10" desc:"a running job's progress is written to PostgreSQL when it moved at least this many points (1..100) since the stored value"`
+	ProgressInterval time.Duration `envconfig:"PROGRESS_MERGE_INTERVAL" default:"30s" desc:"a running job's progress that changed is written to PostgreSQL once this long has passed since its last write, whatever the step"`
 }
+
+// The progress merge's defaults: PROGRESS_MERGE_STEP's and
+// PROGRESS_MERGE_INTERVAL's (their default tags say the same, checked by a
+// test), and what package progress takes for zero.
+const (
+	DefaultProgressStep     = 10
+	DefaultProgressInterval = 30 * time.Second
+)
 
 // Validate reports the first unusable setting, naming its variable.
 func (j Journey) Validate() error {
@@ -422,6 +434,10 @@ func (j Journey) Validate() error {
 		return errors.New("SLOTS_PER_TENANT, SLOTS_PER_MODEL and SLOTS_PER_PROVIDER must be at least 1")
 	case j.ScanGrace <= 0 || j.StuckAfter <= 0 || j.OutboxStale <= 0 || j.UploadExpiry <= 0:
 		return errors.New("RECONCILE_SCAN_GRACE, RECONCILE_STUCK_AFTER, OUTBOX_STALE_AFTER and UPLOAD_EXPIRY must be positive")
+	case j.ProgressStep < 1 || j.ProgressStep > 100:
+		return fmt.Errorf("PROGRESS_MERGE_STEP must be from 1 to 100, got %d", j.ProgressStep)
+	case j.ProgressInterval < time.Second:
+		return fmt.Errorf("PROGRESS_MERGE_INTERVAL must be at least 1s, got %s", j.ProgressInterval)
 	case j.SlotLease < j.MaxWait:
 		return errors.New("SLOT_LEASE must be at least GENERATION_MAX_WAIT, or a slot could expire under a running job")
 	}

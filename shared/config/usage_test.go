@@ -59,3 +59,28 @@ func TestReplayWindowDefaultIsSaidOnce(t *testing.T) {
 	t.Setenv("REPLAY_WINDOW", "24h")
 	require.ErrorContains(t, config.Load(&r), "REPLAY_WINDOW must be at least 72h0m0s")
 }
+
+// TestProgressMergeDefaultsAreSaidOnce: PROGRESS_MERGE_STEP's and
+// PROGRESS_MERGE_INTERVAL's default tags are the exported defaults package
+// progress takes for zero, and unusable values are refused by name.
+func TestProgressMergeDefaultsAreSaidOnce(t *testing.T) {
+	for _, v := range []string{"PROGRESS_MERGE_STEP", "PROGRESS_MERGE_INTERVAL"} {
+		t.Setenv(v, "") // restored when the test ends
+		require.NoError(t, os.Unsetenv(v))
+	}
+	var j config.Journey
+	require.NoError(t, config.Load(&j))
+	require.Equal(t, config.DefaultProgressStep, j.ProgressStep)
+	require.Equal(t, config.DefaultProgressInterval, j.ProgressInterval)
+
+	for v, want := range map[string]string{"0": "PROGRESS_MERGE_STEP must be from 1 to 100", "101": "PROGRESS_MERGE_STEP must be from 1 to 100"} {
+		t.Setenv("PROGRESS_MERGE_STEP", v)
+		require.ErrorContains(t, config.Load(&j), want)
+	}
+	t.Setenv("PROGRESS_MERGE_STEP", "5")
+	t.Setenv("PROGRESS_MERGE_INTERVAL", "500ms")
+	require.ErrorContains(t, config.Load(&j), "PROGRESS_MERGE_INTERVAL must be at least 1s")
+	t.Setenv("PROGRESS_MERGE_INTERVAL", "2m")
+	require.NoError(t, config.Load(&j))
+	require.Equal(t, 5, j.ProgressStep)
+}

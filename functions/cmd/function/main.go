@@ -28,6 +28,7 @@ import (
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/media"
+	"github.com/aivedio/pipeline/shared/progress"
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/telemetry"
 )
@@ -77,7 +78,7 @@ func newService(f *function.Function) *fcloudevents.Service {
 	// A Knative Service exposes one port, so the stage's metrics share it:
 	// work time per stage and outcome, inbox outcomes, ffmpeg CPU.
 	reg := telemetry.NewRegistry()
-	reg.MustRegister(stage.Collector(), inbox.Collector(), provider.IdentityCollector())
+	reg.MustRegister(stage.Collector(), inbox.Collector(), provider.IdentityCollector(), provider.FailoverCollector(), progress.Collector())
 	reg.MustRegister(media.Collectors()...)
 	reg.MustRegister(render.Collectors()...)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

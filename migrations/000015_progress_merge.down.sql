@@ -1,0 +1,1 @@
+ALTER TABLE generation_tasks DROP COLUMN progress_updated_at;
