@@ -14,6 +14,7 @@ import (
 	"github.com/aivedio/pipeline/shared/media"
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/provider/replicate"
+	"github.com/aivedio/pipeline/shared/provider/runway"
 	"github.com/aivedio/pipeline/shared/slots"
 )
 
@@ -90,6 +91,14 @@ func ProviderClients(cfg config.Provider, logger *slog.Logger) ([]provider.Clien
 		clients = append(clients, c)
 	default:
 		return nil, errors.New("PROVIDER_NAME " + cfg.Name + " has no client; known: " + replicate.DefaultName)
+	}
+	if cfg.RunwayBaseURL != "" {
+		c, err := runway.New(runway.Config{BaseURL: cfg.RunwayBaseURL, APIToken: cfg.RunwayAPIToken, Timeout: cfg.Timeout,
+			Logger: logger.With(slog.String("provider", runway.DefaultName))})
+		if err != nil {
+			return nil, fmt.Errorf("provider %s: %w", runway.DefaultName, err)
+		}
+		clients = append(clients, c)
 	}
 	return clients, nil
 }

@@ -63,7 +63,7 @@ func runDemo(ctx context.Context, args []string) error {
 	if runErr != nil {
 		return runErr
 	}
-	rep, err := drive.Check(ctx, drive.Facts{Pool: env.pool, Blob: env.blob, JobsByKey: env.sim.Stats().JobsByIdempotencyKey}, res)
+	rep, err := drive.Check(ctx, env.facts(), res)
 	if err != nil {
 		return err
 	}
@@ -74,12 +74,13 @@ done in %s
   succeeded %d, failed %d, canceled %d, other %d
   cancel requests accepted      %d
   provider attempts             %d (most remote jobs per attempt key: %d)
+  failovers to another provider %d (remote jobs %d, most per task: %d)
   provider faults injected      429: %d, 5xx: %d, dropped answers: %d, failed jobs: %d
   duplicate deliveries absorbed %d (stale no-ops: %d)
   credits charged               %d
 `, res.Elapsed.Round(time.Second), rep.ByStatus["SUCCEEDED"], rep.ByStatus["FAILED"], rep.ByStatus["CANCELED"]+rep.ByStatus["CANCELED_WITH_OUTPUT"],
 		len(res.Tasks)-rep.ByStatus["SUCCEEDED"]-rep.ByStatus["FAILED"]-rep.ByStatus["CANCELED"]-rep.ByStatus["CANCELED_WITH_OUTPUT"],
-		res.Canceled, rep.Attempts, rep.MaxJobsPerKey,
+		res.Canceled, rep.Attempts, rep.MaxJobsPerKey, rep.Failovers, rep.RemoteJobs, rep.MaxJobsPerTask,
 		stats.Faults.RateLimited, stats.Faults.ServerErrors, stats.Faults.Dropped, stats.Faults.FailedJobs,
 		counts.Duplicates, counts.StaleNoops, rep.CreditsCharged)
 	if len(rep.Violations) > 0 {

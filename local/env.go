@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -24,6 +26,7 @@ import (
 	"github.com/aivedio/pipeline/functions/api"
 	"github.com/aivedio/pipeline/functions/render"
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/local/drive"
 	"github.com/aivedio/pipeline/local/embedded"
 	"github.com/aivedio/pipeline/local/providersim"
 	"github.com/aivedio/pipeline/local/stack"
@@ -74,11 +77,22 @@ type options struct {
 	logFormat string
 	workers   int
 	sim       providersim.Options
-	logTo     io.Writer // stderr when nil
+	// runway starts a second simulator speaking Runway's API, a second
+	// provider every model may fail over to; runwaySim are its knobs
+	// (fault-free by default).
+	runway    bool
+	runwaySim providersim.Options
+	// routes is PROVIDER_ROUTES; empty: every model to Replicate, then
+	// (with runway) to Runway as gen4.5.
+	routes string
+	// breakerFailures is PROVIDER_BREAKER_FAILURES; 5 when zero.
+	breakerFailures uint32
+	logTo           io.Writer // stderr when nil
 }
 
 func defaultOptions() options {
-	return options{apiAddr: "127.0.0.1:8080", opsAddr: "127.0.0.1:8081", logFormat: "text", workers: config.DefaultSourceWorkers, sim: providersim.DefaultOptions()}
+	return options{apiAddr: "127.0.0.1:8080", opsAddr: "127.0.0.1:8081", logFormat: "text", workers: config.DefaultSourceWorkers, sim: providersim.DefaultOptions(),
+		runway: true, runwaySim: providersim.DefaultOptions()}
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -86,6 +100,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.opsAddr, "ops-addr", o.opsAddr, "listen address of /healthz, /readyz and /metrics (every stage, adapter and the API in one registry)")
 	fs.StringVar(&o.logFormat, "log-format", o.logFormat, "text or json")
 	fs.IntVar(&o.workers, "workers", o.workers, "concurrent deliveries per consumer group")
+	fs.BoolVar(&o.runway, "runway", o.runway, "also run a simulator of Runway's API, the second provider every model fails over to")
+	fs.StringVar(&o.routes, "provider-routes", o.routes, "PROVIDER_ROUTES (model=provider[:provider-model],...;...); empty: every model to replicate, then runway:"+localRunwayModel)
 	o.sim.RegisterFlags(fs)
 }
 
@@ -102,6 +118,8 @@ type environment struct {
 	pool                   *pgxpool.Pool
 	blob                   *blob.Store
 	sim                    *providersim.Server
+	runwaySim              *providersim.Server // nil without -runway
+	runwayURL              string
 	done                   chan error
 	closers                []func()
 }
@@ -187,8 +205,18 @@ func start(ctx context.Context, o options) (*environment, error) {
 	}
 	e.apiURL = "http://" + ln.Addr().String()
 	provCfg := config.Provider{Name: "replicate", BaseURL: e.simURL, APIToken: o.sim.APIToken, WebhookSecret: e.sim.WebhookSecret(),
-		BreakerFailures: 5, BreakerOpen: 5 * time.Second,
+		BreakerFailures: cmp.Or(o.breakerFailures, 5), BreakerOpen: 5 * time.Second, Routes: o.routes,
 		CallbackURL: e.apiURL + "/v1/provider-callbacks/replicate", Timeout: 5 * time.Second}
+	if e.runwaySim != nil {
+		provCfg.RunwayBaseURL, provCfg.RunwayAPIToken = e.runwayURL, o.runwaySim.APIToken
+		if provCfg.Routes == "" {
+			var routes []string
+			for _, m := range svc.API.Models {
+				routes = append(routes, m+"=replicate,runway:"+localRunwayModel)
+			}
+			provCfg.Routes = strings.Join(routes, ";")
+		}
+	}
 	providers, err := functions.NewProviders(provCfg, svc.API.Models, logger)
 	if err != nil {
 		return nil, err
@@ -377,7 +405,46 @@ func (e *environment) startSimulator(ctx context.Context, o options, logger *slo
 		return err
 	}
 	e.sim = sim
+	if !o.runway {
+		return nil
+	}
+	if o.runwaySim.StateFile == "" {
+		o.runwaySim.StateFile = filepath.Join(e.dataDir, "providersim", "runway-jobs")
+	}
+	if o.runwaySim.CacheDir == "" {
+		o.runwaySim.CacheDir = o.sim.CacheDir
+	}
+	rw, err := providersim.New(o.runwaySim, logger.With(slog.String("component", "providersim-runway")))
+	if err != nil {
+		return err
+	}
+	e.closers = append(e.closers, func() { _ = rw.Close() })
+	if e.runwayURL, err = rw.Start(ctx, "127.0.0.1:0"); err != nil {
+		return err
+	}
+	e.runwaySim = rw
 	return nil
+}
+
+// localRunwayModel is the Runway model every model fails over to locally:
+// a text-to-video model that takes the demo's 1280x720 and 2–5 s.
+const localRunwayModel = "gen4.5"
+
+// facts are where drive.Check reads the truth of a run on this
+// environment: remote jobs per key from the Replicate simulator, and per
+// prompt (per task) from both.
+func (e *environment) facts() drive.Facts {
+	st := e.sim.Stats()
+	byPrompt := maps.Clone(st.JobsByPrompt)
+	if byPrompt == nil {
+		byPrompt = map[string]int{}
+	}
+	if e.runwaySim != nil {
+		for p, n := range e.runwaySim.Stats().JobsByPrompt {
+			byPrompt[p] += n
+		}
+	}
+	return drive.Facts{Pool: e.pool, Blob: e.blob, JobsByKey: st.JobsByIdempotencyKey, JobsByPrompt: byPrompt}
 }
 
 // serveAPI serves the public API on ln until the environment closes.

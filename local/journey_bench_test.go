@@ -44,14 +44,19 @@ var journeyBrokers = []journeyBroker{{name: "emulator", endpoint: func(*testing.
 type jobMix struct {
 	name     string
 	min, max time.Duration
+	// replicateDown answers every Replicate request 503: its circuit
+	// opens and the tasks fail over to Runway.
+	replicateDown bool
 }
 
 var jobMixes = []jobMix{
 	// Jobs that end at once: the chain's own throughput and cost.
-	{"instant-jobs", 0, 0},
+	{"instant-jobs", 0, 0, false},
 	// The simulator's defaults (2–5 s): the case issue #4's goal of at most
 	// 12 broker messages per generation is stated for.
-	{"default-jobs", providersim.DefaultOptions().JobDurationMin, providersim.DefaultOptions().JobDurationMax},
+	{"default-jobs", providersim.DefaultOptions().JobDurationMin, providersim.DefaultOptions().JobDurationMax, false},
+	// The first provider down: the cost of failing over to the second.
+	{"replicate-down", providersim.DefaultOptions().JobDurationMin, providersim.DefaultOptions().JobDurationMax, true},
 }
 
 // BenchmarkJourney drives benchGenerations generations through the API of
@@ -85,6 +90,10 @@ func benchJourney(b *testing.B, br journeyBroker, jobs jobMix) string {
 	o.logFormat = "json"
 	o.logTo = io.Discard // logged as in production, but not into the benchmark's output
 	o.sim.JobDurationMin, o.sim.JobDurationMax = jobs.min, jobs.max
+	o.runwaySim.JobDurationMin, o.runwaySim.JobDurationMax = jobs.min, jobs.max
+	if jobs.replicateDown {
+		o.sim.Rate5xx = 1
+	}
 	ctx := b.Context()
 	env, err := start(ctx, o)
 	require.NoError(b, err)
@@ -103,19 +112,24 @@ func benchJourney(b *testing.B, br journeyBroker, jobs jobMix) string {
 	// Check waits for the last settlements, so the reading after it holds
 	// every event of the run.
 	byStatus := map[string]int{}
+	var failovers, remoteJobs, mostPerTask int
 	for _, res := range runs {
-		rep, err := drive.Check(ctx, drive.Facts{Pool: env.pool, Blob: env.blob, JobsByKey: env.sim.Stats().JobsByIdempotencyKey}, res)
+		rep, err := drive.Check(ctx, env.facts(), res)
 		require.NoError(b, err)
 		require.Empty(b, rep.Violations, "a benchmark of a broken pipeline measures nothing")
 		for s, n := range rep.ByStatus {
 			byStatus[s] += n
 		}
+		failovers += rep.Failovers
+		remoteJobs += rep.RemoteJobs
+		mostPerTask = max(mostPerTask, rep.MaxJobsPerTask)
 	}
 	after := read()
 	f, err := journeyFacts(ctx, env.pool, runs)
 	require.NoError(b, err)
 	f.name = br.name + ", " + strings.ReplaceAll(jobs.name, "-", " ")
 	f.byStatus = byStatus
+	f.failovers, f.remoteJobs, f.mostJobsPerTask = failovers, remoteJobs, mostPerTask
 	return f.report(b, before, after)
 }
 
@@ -200,6 +214,9 @@ type facts struct {
 	messages      int
 	messagesByTyp map[string]int
 	changesTo     map[string]int // task.state.changed by the state changed to
+	// failovers are attempts left for another provider; remoteJobs the
+	// jobs every provider started, mostJobsPerTask the most for one task.
+	failovers, remoteJobs, mostJobsPerTask int
 }
 
 // journeyFacts counts the outbox rows of the runs' tasks, one broker
@@ -267,6 +284,8 @@ func (f facts) report(b *testing.B, before, after reading) string {
 	var out strings.Builder
 	fmt.Fprintf(&out, "journey on %s: %d generations (%s) in %.1f s = %.2f generations/s\n",
 		f.name, f.generations, summary(f.byStatus), f.span.Seconds(), gens/f.span.Seconds())
+	fmt.Fprintf(&out, "  providers: %d failovers; %d remote jobs, %.2f per generation, at most %d for one task (goal <= 1)\n",
+		f.failovers, f.remoteJobs, float64(f.remoteJobs)/gens, f.mostJobsPerTask)
 	fmt.Fprintf(&out, "  %-10s %7s %7s %10s %10s %11s %11s\n", "stage", "events", "not ok", "wall p50", "wall p99", "wall total", "media CPU")
 	var handled uint64
 	for _, name := range slices.Sorted(maps.Keys(stages)) {
@@ -305,6 +324,8 @@ func (f facts) report(b *testing.B, before, after reading) string {
 	}
 	b.ReportMetric(gens/f.span.Seconds(), "gen/s")
 	b.ReportMetric(float64(f.messages)/gens, "msgs/gen")
+	b.ReportMetric(float64(f.failovers), "failovers")
+	b.ReportMetric(float64(f.remoteJobs)/gens, "remote-jobs/gen")
 	if allLate.count > 0 {
 		b.ReportMetric(allLate.quantile(0.99), "wake-p99-s")
 	}

@@ -77,7 +77,7 @@ func runJourney(t *testing.T, o options) {
 	}
 	require.NoError(t, err)
 	stats := env.sim.Stats()
-	rep, err := drive.Check(ctx, drive.Facts{Pool: env.pool, Blob: env.blob, JobsByKey: stats.JobsByIdempotencyKey}, res)
+	rep, err := drive.Check(ctx, env.facts(), res)
 	require.NoError(t, err)
 	t.Logf("%d generations in %s: %v; attempts %d, max jobs per key %d, credits charged %d; faults %+v",
 		len(res.Tasks), res.Elapsed.Round(time.Second), rep.ByStatus, rep.Attempts, rep.MaxJobsPerKey, rep.CreditsCharged, stats.Faults)

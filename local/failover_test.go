@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aivedio/pipeline/local/drive"
+	"github.com/aivedio/pipeline/shared/provider"
+)
+
+// failoverGenerations is how many generations the failover journey drives.
+const failoverGenerations = 30
+
+// TestFailoverAcrossProvidersStartsOneJobPerTask runs the whole pipeline on
+// two providers, Replicate and Runway, each with every simulator fault on:
+// 429s, 503s, answers dropped after the job was made, failed jobs, content
+// refusals at submit and of outputs, late outputs, and on Runway THROTTLED
+// tasks. Replicate fails so often that its circuit opens and new attempts
+// go to Runway. Whatever happens, the two providers together start at most
+// one remote job per task (counted by the simulators, per unique prompt),
+// and every task ends with its money right.
+func TestFailoverAcrossProvidersStartsOneJobPerTask(t *testing.T) {
+	realServices(t)
+	t.Setenv("ROCKETMQ_ENDPOINT", "")
+	o := faultyProvider(t)
+	o.sim.Rate5xx = 0.3
+	o.sim.RateContentRejectSubmit = 0.04
+	o.sim.RateContentFail = 0.04
+	o.breakerFailures = 2
+	o.runwaySim = o.sim
+	o.runwaySim.Rate5xx = 0.05
+	o.runwaySim.ThrottleAbove = 4
+	o.runwaySim.ThrottleFor = 2 * time.Second
+	o.runwaySim.Seed = o.sim.Seed + 1
+
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
+	defer cancel()
+	env, err := start(ctx, o)
+	require.NoError(t, err)
+	defer env.close()
+	require.NotNil(t, env.runwaySim)
+
+	res, err := drive.Run(ctx, drive.Params{APIURL: env.apiURL, Key: env.devKey, N: failoverGenerations, Models: env.models,
+		CancelShare: 0.1, Timeout: 6 * time.Minute})
+	if err != nil {
+		explainStuck(t, env)
+	}
+	require.NoError(t, err)
+	rep, err := drive.Check(ctx, env.facts(), res)
+	require.NoError(t, err)
+	rs, ws := env.sim.Stats(), env.runwaySim.Stats()
+	t.Logf("%d generations in %s: %v; attempts %d, failovers %d, remote jobs %d (most per task %d); replicate faults %+v; runway faults %+v",
+		len(res.Tasks), res.Elapsed.Round(time.Second), rep.ByStatus, rep.Attempts, rep.Failovers, rep.RemoteJobs, rep.MaxJobsPerTask, rs.Faults, ws.Faults)
+	require.Empty(t, rep.Violations)
+	require.LessOrEqual(t, rep.MaxJobsPerTask, 1)
+	require.Positive(t, rep.Failovers, "Replicate's circuit opened and attempts moved to Runway")
+	require.Positive(t, ws.JobsCreated, "Runway ran jobs")
+
+	// Every attempt records its provider; a moved task has its abandoned
+	// attempt at Replicate before its attempt at Runway, and a content
+	// refusal was never moved.
+	rows, err := env.pool.Query(ctx, `SELECT t.error_code, a.status, a.provider FROM generation_tasks t JOIN task_attempts a USING (task_id)
+		WHERE t.task_id = ANY($1) ORDER BY t.task_id, a.attempt_no`, res.Tasks)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var code *string
+		var status, prov string
+		require.NoError(t, rows.Scan(&code, &status, &prov))
+		require.Contains(t, []string{"replicate", "runway"}, prov)
+		if status == "ABANDONED" {
+			require.Equal(t, "replicate", prov, "the first provider is the one left")
+		}
+	}
+	require.NoError(t, rows.Err())
+	var movedAfterRefusal int
+	require.NoError(t, env.pool.QueryRow(ctx, `SELECT count(*) FROM generation_tasks t WHERE t.task_id = ANY($1)
+		AND t.error_code = $2 AND (SELECT count(*) FROM task_attempts a WHERE a.task_id = t.task_id) > 1
+		AND EXISTS (SELECT 1 FROM task_attempts a WHERE a.task_id = t.task_id AND a.error_code = 'content_rejected' AND a.attempt_no = 1)`,
+		res.Tasks, provider.CodeContentRejected).Scan(&movedAfterRefusal))
+	require.Zero(t, movedAfterRefusal, "a content refusal is never sent to another provider")
+}
