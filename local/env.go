@@ -426,6 +426,14 @@ func (e *environment) startSimulator(ctx context.Context, o options, logger *slo
 	return nil
 }
 
+// runwayLine is the banner's line of the Runway simulator, "" without it.
+func (e *environment) runwayLine() string {
+	if e.runwaySim == nil {
+		return ""
+	}
+	return fmt.Sprintf("\n  runway     %s  (stats: %s/sim/stats; every model fails over to it as %s)", e.runwayURL, e.runwayURL, localRunwayModel)
+}
+
 // localRunwayModel is the Runway model every model fails over to locally:
 // a text-to-video model that takes the demo's 1280x720 and 2–5 s.
 const localRunwayModel = "gen4.5"

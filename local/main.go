@@ -82,7 +82,7 @@ AiVedio pipeline is running (%s).
 
   API        %s
   dev key    %s
-  simulator  %s  (stats: %s/sim/stats)
+  simulator  %s  (stats: %s/sim/stats)%s
   ops        %s/metrics, %s/healthz, %s/readyz  (every stage, adapter and the API)
   traces     %s
 %s
@@ -109,7 +109,7 @@ Render a timeline of READY assets (the output is one more asset; the same conten
   curl -s %s/v1/renders/<render_id> -H 'Authorization: Bearer %s'
 
 Ctrl-C stops everything.
-`, env.describe(), env.apiURL, env.devKey, env.simURL, env.simURL, env.opsURL, env.opsURL, env.opsURL, tracesLine(tracing), env.stateLines(), env.apiURL, env.devKey, env.models[0], env.apiURL, env.devKey, env.apiURL, env.devKey,
+`, env.describe(), env.apiURL, env.devKey, env.simURL, env.simURL, env.runwayLine(), env.opsURL, env.opsURL, env.opsURL, tracesLine(tracing), env.stateLines(), env.apiURL, env.devKey, env.models[0], env.apiURL, env.devKey, env.apiURL, env.devKey,
 		env.apiURL, env.devKey, env.apiURL, env.devKey, env.apiURL, env.devKey,
 		env.apiURL, env.devKey, env.apiURL, env.devKey, env.apiURL, env.devKey, env.apiURL, env.devKey)
 	return env.wait(ctx)
