@@ -264,3 +264,31 @@ func TestAProviderWithoutKeysIsNeverSentASubmitTwice(t *testing.T) {
 		require.Len(t, b.fake.keys, 1, "not sent again")
 	})
 }
+
+// TestAHalfOpenCircuitDoesNotHoldARefusedAttempt: the first provider's
+// circuit half-opens for one trial, but while the second is healthy a task
+// whose attempt made no job goes there rather than wait on the trial.
+func TestAHalfOpenCircuitDoesNotHoldARefusedAttempt(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(int) (provider.Job, error) {
+		return provider.Job{}, &provider.Error{Class: provider.ClassUnavailable, StatusCode: http.StatusServiceUnavailable}
+	})
+	second := &fakeProvider{answer: accepted}
+	breaker := provider.BreakerSettings{Failures: 1, Open: 50 * time.Millisecond}
+	first := provider.WithBreaker(namedFake{b.fake, "one"}, breaker)
+	set, err := provider.NewSet([]provider.Client{first, provider.WithBreaker(namedFake{second, "two"}, breaker)},
+		provider.Routes{b.task.Model: {{Provider: "one", Model: "m1"}, {Provider: "two", Model: "m2"}}}, nil)
+	require.NoError(t, err)
+	b.fn = submit.New(submit.Params{Pool: b.pool, Providers: set, Journey: journey, Timeout: time.Second})
+	require.NoError(t, b.deliver(t, uuid.NewString())) // a 503 opens the first circuit
+	require.Equal(t, task.WaitingRetry, b.reload(t).Status)
+	require.Eventually(t, func() bool { return provider.BreakerState(first) == "half-open" }, 5*time.Second, 10*time.Millisecond)
+
+	_, err = b.pool.Exec(t.Context(), `UPDATE generation_tasks SET next_retry_at = now()`)
+	require.NoError(t, err)
+	require.NoError(t, b.deliverScheduled(t))
+	got := b.reload(t)
+	require.Equal(t, task.ProviderRunning, got.Status)
+	require.Equal(t, "two", got.Provider)
+	require.Len(t, b.fake.keys, 1, "no trial call spent on this task")
+}

@@ -260,15 +260,23 @@ func (s *submitter) route(ctx context.Context, t task.Task, kept *attempt.Attemp
 		}
 		return prefix + strings.Join(reasons, "; ")
 	}
+	keptTried := false
 	if kept != nil {
 		c, err := s.Providers.Client(kept.Provider)
-		if err == nil {
+		switch {
+		case err != nil:
+			reasons = append(reasons, err.Error())
+		case !kept.NoRemoteJob() || provider.BreakerState(c) == "closed":
+			// An attempt that may have a job stays with its provider; one
+			// that has none stays while its provider is healthy, and is
+			// otherwise one candidate among the route's (a half-open
+			// circuit's trial should not hold it while another provider
+			// is closed).
+			keptTried = true
 			ok, err := try(provider.Route{Provider: kept.Provider, Model: kept.Model}, c)
 			if err != nil || ok {
 				return pick{route: &provider.Route{Provider: kept.Provider, Model: kept.Model}}, "", err
 			}
-		} else {
-			reasons = append(reasons, err.Error())
 		}
 		if !kept.NoRemoteJob() {
 			// It may have a job at its provider: only that provider may
@@ -278,8 +286,12 @@ func (s *submitter) route(ctx context.Context, t task.Task, kept *attempt.Attemp
 	}
 	cands, unfit := s.Providers.Candidates(t.Model, s.request(t, attempt.Attempt{}))
 	for _, c := range cands {
-		if kept != nil && c.Provider == kept.Provider {
+		if keptTried && c.Provider == kept.Provider {
 			continue
+		}
+		if kept != nil && c.Provider == kept.Provider {
+			// Its own provider again: the attempt goes on, with its model.
+			c.Model = kept.Model
 		}
 		ok, err := try(c.Route, c.Client)
 		if err != nil {
