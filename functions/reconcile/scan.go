@@ -15,9 +15,9 @@ import (
 	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/outbox"
-	"github.com/aivedio/pipeline/shared/review"
 	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/retention"
+	"github.com/aivedio/pipeline/shared/review"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
