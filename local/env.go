@@ -23,9 +23,11 @@ import (
 	"github.com/aivedio/pipeline/functions"
 	"github.com/aivedio/pipeline/functions/api"
 	"github.com/aivedio/pipeline/functions/render"
+	"github.com/aivedio/pipeline/functions/review"
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/local/embedded"
 	"github.com/aivedio/pipeline/local/providersim"
+	"github.com/aivedio/pipeline/local/reviewsim"
 	"github.com/aivedio/pipeline/local/stack"
 	"github.com/aivedio/pipeline/migrations"
 	"github.com/aivedio/pipeline/shared/billing"
@@ -51,6 +53,7 @@ type services struct {
 	RocketMQAccessKey string `envconfig:"ROCKETMQ_ACCESS_KEY"`
 	RocketMQSecretKey string `envconfig:"ROCKETMQ_SECRET_KEY"`
 	RedisURL          string `envconfig:"REDIS_URL"`
+	Review            bool   `envconfig:"LOCAL_REVIEW" desc:"turn the content review on against the reviewer simulator (as -review does); off by default"`
 	LocalDir          string `envconfig:"LOCAL_DATA_DIR" desc:"where go run ./local keeps the state of its embedded services (PostgreSQL, objects, broker queues, simulator jobs); ~/.cache/aivedio/local when empty, /tmp/aivedio-local-data as root"`
 	// Embedded without names: envconfig would otherwise prefix their
 	// variables with the field name.
@@ -73,11 +76,15 @@ type options struct {
 	logFormat string
 	workers   int
 	sim       providersim.Options
+	// review turns the content review on, against reviewsim.
+	review    bool
+	reviewSim reviewsim.Options
 	logTo     io.Writer // stderr when nil
 }
 
 func defaultOptions() options {
-	return options{apiAddr: "127.0.0.1:8080", opsAddr: "127.0.0.1:8081", logFormat: "text", workers: config.DefaultSourceWorkers, sim: providersim.DefaultOptions()}
+	return options{apiAddr: "127.0.0.1:8080", opsAddr: "127.0.0.1:8081", logFormat: "text", workers: config.DefaultSourceWorkers, sim: providersim.DefaultOptions(),
+		reviewSim: reviewsim.DefaultOptions()}
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -86,6 +93,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.logFormat, "log-format", o.logFormat, "text or json")
 	fs.IntVar(&o.workers, "workers", o.workers, "concurrent deliveries per consumer group")
 	o.sim.RegisterFlags(fs)
+	fs.BoolVar(&o.review, "review", o.review, "turn the content review on, against a reviewer simulator on a loopback port (env LOCAL_REVIEW); off by default")
+	o.reviewSim.RegisterFlags(fs)
 }
 
 // environment is a started pipeline and everything it runs on.
@@ -101,6 +110,7 @@ type environment struct {
 	pool                   *pgxpool.Pool
 	blob                   *blob.Store
 	sim                    *providersim.Server
+	reviewSim              *reviewsim.Server // nil while review is off
 	done                   chan error
 	closers                []func()
 }
@@ -138,6 +148,9 @@ func start(ctx context.Context, o options) (*environment, error) {
 		return nil, err
 	}
 	if err := o.sim.LoadEnv(config.Getenv); err != nil {
+		return nil, err
+	}
+	if err := o.reviewSim.LoadEnv(config.Getenv); err != nil {
 		return nil, err
 	}
 	logger := telemetry.NewLogger(o.logFormat)
@@ -200,6 +213,7 @@ func start(ctx context.Context, o options) (*environment, error) {
 	reg.MustRegister(gauges)
 	reg.MustRegister(media.Collectors()...)
 	reg.MustRegister(render.Collectors()...)
+	reg.MustRegister(review.Collectors()...)
 	if err := e.serveOps(ctx, o.opsAddr, reg, rdb); err != nil {
 		return nil, err
 	}
@@ -207,6 +221,12 @@ func start(ctx context.Context, o options) (*environment, error) {
 	deps := functions.Deps{Logger: logger, Pool: e.pool, Redis: rdb, Slots: slots.New(rdb, nil), Blob: e.blob,
 		Media: media.New(config.Media{}), Provider: client, Journey: svc.Journey, ReplayWindow: svc.ReplayWindow,
 		ProviderTimeout: provCfg.Timeout, CallbackURL: provCfg.CallbackURL}
+	if o.review || svc.Review {
+		if deps.Review, err = e.startReviewer(ctx, o, logger); err != nil {
+			return nil, err
+		}
+		e.kinds = append(e.kinds, "content review on (reviewer simulator at "+deps.Review.URL+")")
+	}
 	if err := e.runPipeline(ctx, cancel, deps, broker, o.workers, reg, logger); err != nil {
 		return nil, err
 	}
@@ -373,6 +393,24 @@ func (e *environment) startSimulator(ctx context.Context, o options, logger *slo
 	}
 	e.sim = sim
 	return nil
+}
+
+// startReviewer starts the reviewer simulator on a loopback port and
+// returns the review configuration that calls it: content review is on.
+func (e *environment) startReviewer(ctx context.Context, o options, logger *slog.Logger) (config.Review, error) {
+	sim, err := reviewsim.New(o.reviewSim, logger.With(slog.String("component", "reviewsim")))
+	if err != nil {
+		return config.Review{}, err
+	}
+	e.closers = append(e.closers, func() { _ = sim.Close() })
+	url, err := sim.Start(ctx, "127.0.0.1:0")
+	if err != nil {
+		return config.Review{}, err
+	}
+	e.reviewSim = sim
+	cfg := config.Review{URL: url, Secret: sim.Secret(), Timeout: 5 * time.Second, MaxWait: 30 * time.Minute,
+		Base: time.Second, Most: 30 * time.Second, Frames: 3, URLTTL: 10 * time.Minute}
+	return cfg, cfg.Validate()
 }
 
 // serveAPI serves the public API on ln until the environment closes.
