@@ -408,7 +408,7 @@ func (e *environment) startReviewer(ctx context.Context, o options, logger *slog
 		return config.Review{}, err
 	}
 	e.reviewSim = sim
-	cfg := config.Review{URL: url, Secret: sim.Secret(), Timeout: 5 * time.Second, MaxWait: 30 * time.Minute,
+	cfg := config.Review{URL: url, Secret: sim.Secret(), Timeout: 15 * time.Second, MaxWait: 30 * time.Minute,
 		Base: time.Second, Most: 30 * time.Second, Frames: 3, URLTTL: 10 * time.Minute}
 	return cfg, cfg.Validate()
 }

@@ -28,7 +28,6 @@ import (
 
 var (
 	cloudEvent   = stagetest.CloudEvent
-	statusOf     = stagetest.StatusOf
 	storedEvents = stagetest.StoredEvents
 	inboxResult  = stagetest.InboxResult
 	newStore     = stagetest.NewStore

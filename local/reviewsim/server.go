@@ -33,6 +33,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,6 +66,9 @@ type Stats struct {
 	BadRequest    int `json:"bad_request"`
 	FramesFetched int `json:"frames_fetched"`
 	FrameFailures int `json:"frame_failures"`
+	// Abandoned counts requests whose caller hung up while the simulator
+	// fetched their frames.
+	Abandoned int `json:"abandoned"`
 	// Tasks counts the review requests per task id.
 	Tasks map[string]int `json:"tasks"`
 }
@@ -256,6 +260,12 @@ func (s *Server) review(w http.ResponseWriter, r *http.Request) {
 	s.count(func(st *Stats) { st.Tasks[req.TaskID]++ })
 	for i, f := range req.Frames {
 		if err := s.fetch(r.Context(), f.URL); err != nil {
+			if r.Context().Err() != nil {
+				// The caller gave up (its own timeout): that says
+				// nothing about the URL.
+				s.count(func(st *Stats) { st.Abandoned++ })
+				return
+			}
 			s.count(func(st *Stats) { st.FrameFailures++ })
 			s.log.Warn("frame URL did not serve a JPEG", slog.String("task_id", req.TaskID), slog.Int("frame", i), slog.String("error", err.Error()))
 			writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"error": fmt.Sprintf("frame %d: %s", i, err)})
@@ -325,6 +335,10 @@ func (s *Server) fetch(ctx context.Context, url string) error {
 		return err
 	}
 	resp, err := s.client.Do(req)
+	var uerr *neturl.Error
+	if errors.As(err, &uerr) {
+		return uerr.Err // without the URL: a presigned URL is a credential, never logged
+	}
 	if err != nil {
 		return err
 	}
