@@ -171,7 +171,7 @@ func TestReviewerDownPastTheMaximumWaitNeedsAttention(t *testing.T) {
 	require.Equal(t, task.NeedsAttention, got.Status)
 	require.Equal(t, review.CodeUnavailable, got.ErrorCode)
 	require.Contains(t, got.ErrorMessage, "REVIEW_MAX_WAIT")
-	require.Contains(t, got.ErrorMessage, "replay")
+	require.Contains(t, got.ErrorMessage, "decide the task by hand")
 	require.Equal(t, reviews.Unavailable, w.reviewRow(t).Status)
 	require.Len(t, w.delayedReviews(t), 1, "no further wait is scheduled")
 	require.Empty(t, w.settles(t), "the reservation stays held for the person who decides")
