@@ -20,6 +20,7 @@ import (
 	"github.com/aivedio/pipeline/functions/probe"
 	"github.com/aivedio/pipeline/functions/reconcile"
 	"github.com/aivedio/pipeline/functions/render"
+	"github.com/aivedio/pipeline/functions/review"
 	"github.com/aivedio/pipeline/functions/settle"
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/functions/submit"
@@ -59,6 +60,9 @@ type Deps struct {
 	// RenderChunk and RenderLease are the render stage's chunk length and
 	// claim; its defaults when zero.
 	RenderChunk, RenderLease time.Duration
+	// Review is the content review's configuration: the probe asks for a
+	// review when it is on, and the review stage calls its endpoint.
+	Review config.Review
 }
 
 // Constructor builds one stage's function.
@@ -81,10 +85,13 @@ var constructors = map[string]Constructor{
 			Journey: d.Journey, Logger: d.Logger}), nil
 	},
 	probe.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
-		return probe.New(probe.Params{Pool: d.Pool, Blob: d.Blob, Media: d.Media, Logger: d.Logger}), nil
+		return probe.New(probe.Params{Pool: d.Pool, Blob: d.Blob, Media: d.Media, Review: d.Review.On(), Logger: d.Logger}), nil
 	},
 	transcode.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
 		return transcode.New(transcode.Params{Pool: d.Pool, Blob: d.Blob, Media: d.Media, TmpDir: d.TmpDir, Logger: d.Logger}), nil
+	},
+	review.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
+		return review.New(review.Params{Pool: d.Pool, Blob: d.Blob, Media: d.Media, Config: d.Review, TmpDir: d.TmpDir, Logger: d.Logger}), nil
 	},
 	render.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
 		return render.New(render.Params{Pool: d.Pool, Blob: d.Blob, Media: d.Media, Redis: d.Redis, TmpDir: d.TmpDir, Logger: d.Logger,

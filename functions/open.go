@@ -22,7 +22,7 @@ import (
 // them; call it once the function has stopped.
 func Open(ctx context.Context, cfg config.StageFunction, logger *slog.Logger) (Deps, func(), error) {
 	d := Deps{Logger: logger, Journey: cfg.Journey, ReplayWindow: cfg.Retention.ReplayWindow, ProviderTimeout: cfg.Provider.Timeout, CallbackURL: cfg.Provider.CallbackURLFor,
-		RenderChunk: cfg.Media.RenderChunk, RenderLease: cfg.Media.RenderLease}
+		RenderChunk: cfg.Media.RenderChunk, RenderLease: cfg.Media.RenderLease, Review: cfg.Review}
 	pcfg, err := pgxpool.ParseConfig(cfg.Postgres.URL)
 	if err != nil {
 		return Deps{}, nil, fmt.Errorf("DATABASE_URL: %w", err)

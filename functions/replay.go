@@ -7,6 +7,7 @@ import (
 	"github.com/aivedio/pipeline/functions/probe"
 	"github.com/aivedio/pipeline/functions/reconcile"
 	"github.com/aivedio/pipeline/functions/render"
+	"github.com/aivedio/pipeline/functions/review"
 	"github.com/aivedio/pipeline/functions/settle"
 	"github.com/aivedio/pipeline/functions/submit"
 	"github.com/aivedio/pipeline/functions/transcode"
@@ -26,6 +27,7 @@ func ReplayRules() preview.Rules {
 		catalog.GroupFetch.Name:     fetch.Preview(),
 		catalog.GroupProbe.Name:     probe.Preview(),
 		catalog.GroupTranscode.Name: transcode.Preview(),
+		catalog.GroupReview.Name:    review.Preview(),
 		catalog.GroupRender.Name:    render.Preview(),
 		catalog.GroupSettle.Name:    settle.Preview(),
 		catalog.GroupNotify.Name:    notify.Preview(),

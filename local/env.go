@@ -25,10 +25,12 @@ import (
 	"github.com/aivedio/pipeline/functions"
 	"github.com/aivedio/pipeline/functions/api"
 	"github.com/aivedio/pipeline/functions/render"
+	"github.com/aivedio/pipeline/functions/review"
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/local/drive"
 	"github.com/aivedio/pipeline/local/embedded"
 	"github.com/aivedio/pipeline/local/providersim"
+	"github.com/aivedio/pipeline/local/reviewsim"
 	"github.com/aivedio/pipeline/local/stack"
 	"github.com/aivedio/pipeline/migrations"
 	"github.com/aivedio/pipeline/shared/billing"
@@ -55,6 +57,7 @@ type services struct {
 	RocketMQAccessKey string `envconfig:"ROCKETMQ_ACCESS_KEY"`
 	RocketMQSecretKey string `envconfig:"ROCKETMQ_SECRET_KEY"`
 	RedisURL          string `envconfig:"REDIS_URL"`
+	Review            bool   `envconfig:"LOCAL_REVIEW" desc:"turn the content review on against the reviewer simulator (as -review does); off by default"`
 	LocalDir          string `envconfig:"LOCAL_DATA_DIR" desc:"where go run ./local keeps the state of its embedded services (PostgreSQL, objects, broker queues, simulator jobs); ~/.cache/aivedio/local when empty, /tmp/aivedio-local-data as root"`
 	// Embedded without names: envconfig would otherwise prefix their
 	// variables with the field name.
@@ -87,12 +90,15 @@ type options struct {
 	routes string
 	// breakerFailures is PROVIDER_BREAKER_FAILURES; 5 when zero.
 	breakerFailures uint32
-	logTo           io.Writer // stderr when nil
+	// review turns the content review on, against reviewsim.
+	review    bool
+	reviewSim reviewsim.Options
+	logTo     io.Writer // stderr when nil
 }
 
 func defaultOptions() options {
 	return options{apiAddr: "127.0.0.1:8080", opsAddr: "127.0.0.1:8081", logFormat: "text", workers: config.DefaultSourceWorkers, sim: providersim.DefaultOptions(),
-		runway: true, runwaySim: providersim.DefaultOptions()}
+		runway: true, runwaySim: providersim.DefaultOptions(), reviewSim: reviewsim.DefaultOptions()}
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -103,6 +109,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.runway, "runway", o.runway, "also run a simulator of Runway's API, the second provider every model fails over to")
 	fs.StringVar(&o.routes, "provider-routes", o.routes, "PROVIDER_ROUTES (model=provider[:provider-model],...;...); empty: every model to replicate, then runway:"+localRunwayModel)
 	o.sim.RegisterFlags(fs)
+	fs.BoolVar(&o.review, "review", o.review, "turn the content review on, against a reviewer simulator on a loopback port (env LOCAL_REVIEW); off by default")
+	o.reviewSim.RegisterFlags(fs)
 }
 
 // environment is a started pipeline and everything it runs on.
@@ -120,6 +128,7 @@ type environment struct {
 	sim                    *providersim.Server
 	runwaySim              *providersim.Server // nil without -runway
 	runwayURL              string
+	reviewSim              *reviewsim.Server // nil while review is off
 	done                   chan error
 	closers                []func()
 }
@@ -157,6 +166,9 @@ func start(ctx context.Context, o options) (*environment, error) {
 		return nil, err
 	}
 	if err := o.sim.LoadEnv(config.Getenv); err != nil {
+		return nil, err
+	}
+	if err := o.reviewSim.LoadEnv(config.Getenv); err != nil {
 		return nil, err
 	}
 	logger := telemetry.NewLogger(o.logFormat)
@@ -229,6 +241,7 @@ func start(ctx context.Context, o options) (*environment, error) {
 	reg.MustRegister(gauges)
 	reg.MustRegister(media.Collectors()...)
 	reg.MustRegister(render.Collectors()...)
+	reg.MustRegister(review.Collectors()...)
 	if err := e.serveOps(ctx, o.opsAddr, reg, rdb); err != nil {
 		return nil, err
 	}
@@ -240,6 +253,12 @@ func start(ctx context.Context, o options) (*environment, error) {
 	deps := functions.Deps{Logger: logger, Pool: e.pool, Redis: rdb, Slots: slots.New(rdb, nil), Blob: e.blob,
 		Media: media.New(config.Media{}), Providers: providers, Journey: svc.Journey, ReplayWindow: svc.ReplayWindow,
 		ProviderTimeout: provCfg.Timeout, CallbackURL: provCfg.CallbackURLFor}
+	if o.review || svc.Review {
+		if deps.Review, err = e.startReviewer(ctx, o, logger); err != nil {
+			return nil, err
+		}
+		e.kinds = append(e.kinds, "content review on (reviewer simulator at "+deps.Review.URL+")")
+	}
 	if err := e.runPipeline(ctx, cancel, deps, broker, o.workers, reg, logger); err != nil {
 		return nil, err
 	}
@@ -452,7 +471,25 @@ func (e *environment) facts() drive.Facts {
 			byPrompt[p] += n
 		}
 	}
-	return drive.Facts{Pool: e.pool, Blob: e.blob, JobsByKey: st.JobsByIdempotencyKey, JobsByPrompt: byPrompt}
+	return drive.Facts{Pool: e.pool, Blob: e.blob, JobsByKey: st.JobsByIdempotencyKey, JobsByPrompt: byPrompt, Review: e.reviewSim != nil}
+}
+
+// startReviewer starts the reviewer simulator on a loopback port and
+// returns the review configuration that calls it: content review is on.
+func (e *environment) startReviewer(ctx context.Context, o options, logger *slog.Logger) (config.Review, error) {
+	sim, err := reviewsim.New(o.reviewSim, logger.With(slog.String("component", "reviewsim")))
+	if err != nil {
+		return config.Review{}, err
+	}
+	e.closers = append(e.closers, func() { _ = sim.Close() })
+	url, err := sim.Start(ctx, "127.0.0.1:0")
+	if err != nil {
+		return config.Review{}, err
+	}
+	e.reviewSim = sim
+	cfg := config.Review{URL: url, Secret: sim.Secret(), Timeout: 15 * time.Second, MaxWait: 30 * time.Minute,
+		Base: time.Second, Most: 30 * time.Second, Frames: 3, URLTTL: 10 * time.Minute}
+	return cfg, cfg.Validate()
 }
 
 // serveAPI serves the public API on ln until the environment closes.

@@ -37,6 +37,15 @@ func faultyProvider(t *testing.T) options {
 	o.sim.RetryAfter = time.Second
 	o.sim.Seed = time.Now().UnixNano()
 	o.sim.CacheDir = t.TempDir()
+	// Content review on, with a reviewer that rejects some outputs and is
+	// sometimes unavailable (README, "Content review").
+	o.review = true
+	o.reviewSim.RejectRate = 0.06
+	o.reviewSim.Rate5xx = 0.08
+	o.reviewSim.Rate429 = 0.05
+	o.reviewSim.RateMalformed = 0.03
+	o.reviewSim.Latency = 20 * time.Millisecond
+	o.reviewSim.Seed = o.sim.Seed
 	o.logTo = t.Output()
 	return o
 }
@@ -79,6 +88,15 @@ func runJourney(t *testing.T, o options) {
 	stats := env.sim.Stats()
 	rep, err := drive.Check(ctx, env.facts(), res)
 	require.NoError(t, err)
+	if o.review {
+		rs := env.reviewSim.Stats()
+		t.Logf("reviewer: %+v", rs)
+		require.Positive(t, rs.Approved, "the reviewer approved outputs")
+		require.Positive(t, rs.FramesFetched, "the reviewer fetched the frames it was shown")
+		require.Zero(t, rs.FrameFailures, "every frame URL served a JPEG")
+		require.Zero(t, rs.BadSignature, "every request was signed with the shared secret")
+		require.Zero(t, rs.BadRequest)
+	}
 	t.Logf("%d generations in %s: %v; attempts %d, max jobs per key %d, credits charged %d; faults %+v",
 		len(res.Tasks), res.Elapsed.Round(time.Second), rep.ByStatus, rep.Attempts, rep.MaxJobsPerKey, rep.CreditsCharged, stats.Faults)
 	require.Empty(t, rep.Violations)
@@ -103,7 +121,7 @@ func runJourney(t *testing.T, o options) {
 	// the API's series; /readyz reaches PostgreSQL and Redis.
 	metrics := get(t, env.opsURL+"/metrics")
 	for _, series := range []string{"aivedio_stage_work_duration_seconds", "aivedio_adapter_deliveries_total", "aivedio_relay_",
-		"aivedio_inbox_outcomes_total", "aivedio_media_cpu_seconds_total", "aivedio_render_chunks_total", "api_request_duration_seconds"} {
+		"aivedio_inbox_outcomes_total", "aivedio_media_cpu_seconds_total", "aivedio_render_chunks_total", "aivedio_review_calls_total", "api_request_duration_seconds"} {
 		require.Contains(t, metrics, series)
 	}
 	require.Equal(t, "ok\n", get(t, env.opsURL+"/readyz"))

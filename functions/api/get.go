@@ -12,6 +12,7 @@ import (
 
 	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/live"
+	reviews "github.com/aivedio/pipeline/shared/review"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
 )
@@ -35,8 +36,10 @@ type generationView struct {
 	Attempts           []attemptView `json:"attempts"`
 	Outputs            []output      `json:"outputs"`
 	Error              *errorDetail  `json:"error"`
-	CreatedAt          time.Time     `json:"created_at"`
-	UpdatedAt          time.Time     `json:"updated_at"`
+	// Review is the task's content review; absent when none was required.
+	Review    *reviewView `json:"review,omitempty"`
+	CreatedAt time.Time   `json:"created_at"`
+	UpdatedAt time.Time   `json:"updated_at"`
 }
 
 // attemptView is one submission to a provider. The provider's idempotency key
@@ -68,6 +71,32 @@ type output struct {
 	objectKey    string
 }
 
+// reviewView is the content review of a task's output (README, "Content
+// review"): what the reviewer decided and why, or why it is still waiting.
+type reviewView struct {
+	Status     reviews.Status `json:"status"`
+	Decision   string         `json:"decision,omitempty"`
+	ReasonCode string         `json:"reason_code,omitempty"`
+	Labels     []string       `json:"labels,omitempty"`
+	Reviewer   string         `json:"reviewer,omitempty"`
+	Attempts   int            `json:"attempts"`
+	// LastError says why the last call brought no decision, while the
+	// review waits for the reviewer.
+	LastError     string     `json:"last_error,omitempty"`
+	RequestedAt   time.Time  `json:"requested_at"`
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	DecidedAt     *time.Time `json:"decided_at,omitempty"`
+}
+
+func reviewViewOf(r reviews.Review) *reviewView {
+	v := &reviewView{Status: r.Status, Decision: r.Decision, ReasonCode: r.ReasonCode, Labels: r.Labels, Reviewer: r.Reviewer,
+		Attempts: r.Attempts, RequestedAt: r.RequestedAt, DecidedAt: r.DecidedAt}
+	if r.Status == reviews.Waiting {
+		v.LastError, v.NextAttemptAt = r.LastError, &r.NextAttemptAt
+	}
+	return v
+}
+
 type errorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
@@ -93,6 +122,7 @@ func (s *Server) getGeneration(w http.ResponseWriter, r *http.Request, p tenant.
 	ctx, cancel := context.WithTimeout(r.Context(), dbTimeout)
 	defer cancel()
 	var v generationView
+	served := true
 	// One snapshot: the task, its attempts and outputs as of one moment.
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		t, err := task.GetForTenant(ctx, tx, p.TenantID, id)
@@ -103,7 +133,17 @@ func (s *Server) getGeneration(w http.ResponseWriter, r *http.Request, p tenant.
 		if v.Attempts, err = readAttempts(ctx, tx, t.ID); err != nil {
 			return err
 		}
-		v.Outputs, err = readOutputs(ctx, tx, p.TenantID, t.ID)
+		if v.Outputs, err = readOutputs(ctx, tx, p.TenantID, t.ID); err != nil {
+			return err
+		}
+		served = t.Served()
+		r, err := reviews.Get(ctx, tx, t.ID)
+		if errors.Is(err, reviews.ErrNotFound) {
+			return nil
+		}
+		if err == nil {
+			v.Review = reviewViewOf(r)
+		}
 		return err
 	})
 	if errors.Is(err, task.ErrNotFound) {
@@ -115,7 +155,11 @@ func (s *Server) getGeneration(w http.ResponseWriter, r *http.Request, p tenant.
 	if v.Status == task.ProviderRunning {
 		v.Progress = s.liveProgress(ctx, id, v.Progress)
 	}
-	s.presign(ctx, v.Outputs)
+	if served {
+		// An output the content review rejected is listed, never
+		// handed out: no download URL (README, "Content review").
+		s.presign(ctx, v.Outputs)
+	}
 	w.Header().Set("Cache-Control", "no-store") // it may hold presigned URLs
 	writeJSON(w, http.StatusOK, v)
 	return nil

@@ -8,6 +8,12 @@
 // is copied to local disk. An output that is not a playable video fails the
 // task with that reason (the reservation is released); a probe that could
 // not run (timeout, storage unreachable) is retried.
+//
+// With content review on (REVIEW_URL set: [Params.Review]) the probe also
+// asks for the REVIEW step, and records in the same transaction that the
+// task needs an approval before it may finish (shared/review): decided
+// once, here, so that turning review on or off later neither strands nor
+// skips a task already past its probe.
 package probe
 
 import (
@@ -19,6 +25,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -29,6 +36,7 @@ import (
 	"github.com/aivedio/pipeline/shared/media"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/outcome"
+	"github.com/aivedio/pipeline/shared/review"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
@@ -40,9 +48,12 @@ const urlTTL = 15 * time.Minute
 
 // Params are what the stage needs.
 type Params struct {
-	Pool   *pgxpool.Pool
-	Blob   *blob.Store
-	Media  *media.Tool
+	Pool  *pgxpool.Pool
+	Blob  *blob.Store
+	Media *media.Tool
+	// Review: each task probed from now on needs a content review's
+	// approval before it may finish.
+	Review bool
 	Logger *slog.Logger
 }
 
@@ -110,8 +121,40 @@ func (s *prober) work(ctx context.Context, d stage.Delivery[task.Postprocess]) e
 			}
 			events = append(events, e)
 		}
+		e, required, err := s.review(ctx, tx, o, cur, a.ID)
+		if err != nil {
+			return err
+		}
+		if required {
+			events = append(events, e)
+		}
 		return outbox.Write(ctx, tx, events...)
 	})
+}
+
+// review records, when review is on, that cur needs a content review, and
+// returns the REVIEW step of a task that needs one: also when review was on
+// for an earlier probe of the task and is off now (a probe re-emitted by
+// the reconciler), since the task waits for that approval.
+func (s *prober) review(ctx context.Context, tx pgx.Tx, o task.Origin, cur task.Task, assetID uuid.UUID) (outbox.Event, bool, error) {
+	if s.Review {
+		if err := review.Require(ctx, tx, cur.ID, cur.TenantID, assetID); err != nil {
+			return outbox.Event{}, false, err
+		}
+	}
+	r, err := review.Get(ctx, tx, cur.ID)
+	if errors.Is(err, review.ErrNotFound) {
+		return outbox.Event{}, false, nil
+	}
+	if err != nil {
+		return outbox.Event{}, false, err
+	}
+	if !r.Status.Open() {
+		return outbox.Event{}, false, nil
+	}
+	e, err := o.Emit(cur, task.Postprocess{TaskID: cur.ID, AssetID: assetID, Step: catalog.TagReview,
+		Wait: task.Wait{RetryAttempt: r.Attempts}})
+	return e, err == nil, err
 }
 
 // settleAsset passes the error of an asset's status move on, except that

@@ -17,6 +17,7 @@ import (
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/retention"
+	"github.com/aivedio/pipeline/shared/review"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
@@ -368,6 +369,24 @@ func (r *reconciler) lostMedia(ctx context.Context, tx pgx.Tx, t task.Task) ([]o
 			return nil, err
 		}
 		events = append(events, e)
+	}
+	// An open content review whose next call is long overdue lost its
+	// REVIEW (with a broker): re-emitted at the attempt its chain is at,
+	// so that a late original is a no-op. One waiting on schedule is left
+	// alone; REVIEW_MAX_WAIT bounds that wait.
+	if source.Probed {
+		open, overdue, err := review.Overdue(ctx, tx, t.ID, time.Now().Add(-r.Journey.StuckAfter))
+		if err != nil {
+			return nil, err
+		}
+		if overdue {
+			e, err := scanOrigin.Emit(t, task.Postprocess{TaskID: t.ID, AssetID: open.AssetID, Step: catalog.TagReview,
+				Wait: task.Wait{RetryAttempt: open.Attempts}})
+			if err != nil {
+				return nil, err
+			}
+			events = append(events, e)
+		}
 	}
 	return events, nil
 }

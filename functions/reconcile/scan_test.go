@@ -369,3 +369,39 @@ func TestScanRebuildsSlotsFromTheTasksInFlight(t *testing.T) {
 	_, err = limiter.Acquire(t.Context(), stage.GenerationSlots(running, "sim", scanJourney))
 	require.NoError(t, err, "the running task holds its slot already: acquiring again renews it")
 }
+
+// TestScanReemitsALostReview: a task whose derivatives are all stored but
+// whose content review lost its REVIEW gets it again, at the attempt its
+// chain is at; one whose delayed REVIEW is still on schedule is left alone.
+func TestScanReemitsALostReview(t *testing.T) {
+	t.Parallel()
+	b := scanSetup(t)
+	stuck := b.stuckTask(t, task.MediaProcessing, time.Hour)
+	source := uuid.New()
+	_, err := b.pool.Exec(t.Context(), `INSERT INTO assets (asset_id, tenant_id, task_id, kind, object_key, checksum_sha256, size_bytes, content_type, probe)
+		VALUES ($1, $2, $3::uuid, 'SOURCE', $3::uuid::text || '/out', $4, 1, 'video/mp4', '{}')`, source, b.tenantID, stuck.ID, make([]byte, 32))
+	require.NoError(t, err)
+	for _, kind := range []string{"PROXY", "THUMBNAIL"} {
+		_, err = b.pool.Exec(t.Context(), `INSERT INTO assets (tenant_id, task_id, source_asset_id, kind, object_key, checksum_sha256, size_bytes, content_type)
+			VALUES ($1, $2::uuid, $3, $4, $2::uuid::text || '/' || $4, $5, 1, 'video/mp4')`, b.tenantID, stuck.ID, source, kind, make([]byte, 32))
+		require.NoError(t, err)
+	}
+	// On schedule: the reviewer was down, the next call is due in a minute.
+	_, err = b.pool.Exec(t.Context(), `INSERT INTO task_reviews (task_id, tenant_id, asset_id, status, attempts, waiting_since, next_attempt_at)
+		VALUES ($1, $2, $3, 'WAITING', 2, now() - interval '5 minutes', now() + interval '1 minute')`, stuck.ID, b.tenantID, source)
+	require.NoError(t, err)
+	_, err = b.scanner.Scan(t.Context())
+	require.NoError(t, err)
+	require.Empty(t, b.emitted(t), "a review waiting on schedule needs no rescue")
+
+	// Overdue by far: its delayed REVIEW was lost.
+	_, err = b.pool.Exec(t.Context(), `UPDATE task_reviews SET next_attempt_at = now() - interval '1 hour' WHERE task_id = $1`, stuck.ID)
+	require.NoError(t, err)
+	_, err = b.scanner.Scan(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, []string{catalog.EventPostprocess + ":" + catalog.TagReview}, b.emitted(t))
+	var p task.Postprocess
+	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT payload FROM outbox_events WHERE event_type = $1 AND tag = $2`,
+		catalog.EventPostprocess, catalog.TagReview).Scan(&p))
+	require.Equal(t, 2, p.RetryAttempt, "the re-emitted REVIEW belongs to the live chain")
+}

@@ -40,7 +40,7 @@ func decide(s preview.State, _ task.SettleRequested) preview.Verdict {
 		return preview.StaleNoop.Because("settle.already_settled", "reservation %s was %s%s (ledger rows: %d): the settle stage would record a stale no-op, and UNIQUE(ledger_business_type, business_id) refuses a second entry anyway",
 			r.ReservationID, r.Status, settled, len(s.Effects.Ledger))
 	}
-	if t.Status.Charged() {
+	if t.Charged() {
 		return preview.Act.Because("settle.capture", "the task is %s and reservation %s still HELD: the settle stage would capture its %d credits once (ledger key CAPTURE/%s)",
 			at, r.ReservationID, r.Amount, r.ReservationID)
 	}

@@ -1,8 +1,10 @@
 // Package settle is the settle stage: a task or a render that ended is
 // charged or refunded, once.
 //
-// SUCCEEDED (and CANCELED_WITH_OUTPUT) captures the task's reservation into
-// credit_ledger under the reservation's unique business key; FAILED and
+// SUCCEEDED and CANCELED_WITH_OUTPUT capture the task's reservation into
+// credit_ledger under the reservation's unique business key, and so does
+// FAILED with content_rejected (the provider charged us for an output the
+// content review refused: [task.Task.Charged]); any other FAILED and
 // CANCELED release it. The decision is read from the task's state, not the
 // message, so a late or repeated settle message cannot change the outcome,
 // and the reservation leaves HELD exactly once.
@@ -49,7 +51,7 @@ func New(p Params) *stage.Function {
 				return inbox.StaleNoop, nil
 			}
 			var s billing.Settlement
-			if t.Status.Charged() {
+			if t.Charged() {
 				s, err = billing.Capture(ctx, tx, t.ID)
 			} else {
 				s, err = billing.Release(ctx, tx, t.ID)

@@ -46,16 +46,12 @@ func (s *transcoder) optionalFailed(ctx context.Context, delivery stage.Delivery
 		if err := task.MarkMissing(ctx, tx, cur.ID, d.kind); err != nil {
 			return err
 		}
-		// Read the row again: complete counts the kind just flagged missing.
+		// Read the row again: FinishMedia counts the kind just flagged missing.
 		cur, err := task.Lock(ctx, tx, t.ID)
 		if err != nil {
 			return err
 		}
-		have, err := derivativeKinds(ctx, tx, source.ID)
-		if err != nil {
-			return err
-		}
-		return s.complete(ctx, tx, o, cur, source, have)
+		return stage.FinishMedia(ctx, tx, o, cur, source)
 	})
 }
 

@@ -3,8 +3,10 @@
 // waveform PNG), each stored with its checksum as an asset of its own.
 //
 // The derivative that completes the set moves the task to SUCCEEDED and
-// asks billing to capture. The three run concurrently; each locks the task
-// row before counting, so exactly one of them sees the set complete.
+// asks billing to capture, unless the task's content review is required
+// and not approved yet: then the approval finishes it. The three (and the
+// review) run concurrently; each locks the task row before counting
+// ([stage.FinishMedia]), so exactly one of them sees the set complete.
 // ffmpeg runs before that transaction, never inside it, reading the source
 // through a presigned URL and writing to a temporary directory.
 //
@@ -19,11 +21,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -31,7 +31,6 @@ import (
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/media"
-	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/task"
 )
@@ -126,54 +125,8 @@ func (s *transcoder) work(ctx context.Context, delivery stage.Delivery[task.Post
 				return err
 			}
 		}
-		have, err := derivativeKinds(ctx, tx, source.ID)
-		if err != nil {
-			return err
-		}
-		return s.complete(ctx, tx, o, cur, source, have)
+		return stage.FinishMedia(ctx, tx, o, cur, source)
 	})
-}
-
-// derivativeKinds lists the kinds of the derivatives stored for a source
-// asset.
-func derivativeKinds(ctx context.Context, tx pgx.Tx, sourceID uuid.UUID) ([]string, error) {
-	rows, err := tx.Query(ctx, `SELECT kind FROM assets WHERE source_asset_id = $1`, sourceID)
-	if err != nil {
-		return nil, fmt.Errorf("list derivatives: %w", err)
-	}
-	have, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("list derivatives: %w", err)
-	}
-	return have, nil
-}
-
-// complete finishes the task once every derivative is stored or, for an
-// optional one, given up on for now (listed in missing_derivatives).
-func (s *transcoder) complete(ctx context.Context, tx pgx.Tx, o task.Origin, cur task.Task, source stage.Asset, have []string) error {
-	for _, step := range stage.DerivativeSteps(source.HasAudio) {
-		kind := catalog.DerivativeKind(step)
-		if !slices.Contains(have, kind) && !slices.Contains(cur.MissingDerivatives, kind) {
-			return nil // another step is still running
-		}
-	}
-	// A task the client canceled after its provider job had finished
-	// keeps its output and is charged for it: the product rule for a
-	// cancel that came too late (README, "Cancel").
-	final, reason := task.Succeeded, "every derivative stored"
-	if cur.CancelRequested {
-		final, reason = task.CanceledWithOut, "every derivative stored; the cancel came after the provider finished"
-	}
-	if len(cur.MissingDerivatives) > 0 {
-		reason += "; without " + strings.ToLower(strings.Join(cur.MissingDerivatives, ", ")) + " (retried in the background)"
-	}
-	settle, err := o.Emit(cur, task.SettleRequested{TaskID: cur.ID, Status: final})
-	if err != nil {
-		return err
-	}
-	_, err = task.Apply(ctx, tx, o, cur, task.Transition{To: final, Reason: reason,
-		Set: task.Fields{Progress: task.Ptr(100)}, Events: []outbox.Event{settle}})
-	return err
 }
 
 // make runs ffmpeg for one derivative of a task's output and stores the

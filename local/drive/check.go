@@ -28,6 +28,9 @@ type Facts struct {
 	JobsByPrompt map[string]int
 	// SettleWait bounds the wait for settlements still in flight.
 	SettleWait time.Duration
+	// Review: content review was on for the run, so every SUCCEEDED task
+	// must have been approved.
+	Review bool
 }
 
 // Report sums a run up.
@@ -51,7 +54,10 @@ type Report struct {
 //   - a SUCCEEDED task has its video, proxy, thumbnail and (with audio)
 //     waveform in object storage with the recorded size and checksum, and
 //     exactly one capture in credit_ledger;
-//   - a FAILED or CANCELED task has its reservation released and no capture;
+//   - a FAILED or CANCELED task has its reservation released and no capture,
+//     except a FAILED content_rejected one: captured once, its review
+//     REJECTED, none of its assets served (README, "Content review");
+//   - with review on, a SUCCEEDED task's review is APPROVED;
 //   - the provider saw at most one remote job per attempt key, and (with
 //     Facts.JobsByPrompt) every provider together at most one per task;
 //   - the event stream delivered every state change of every task, in
@@ -116,8 +122,28 @@ func checkTask(ctx context.Context, f Facts, id uuid.UUID, status string, stream
 	if err != nil {
 		return fmt.Errorf("read reservation of %s: %w", id, err)
 	}
+	var errorCode, review string
+	if err := f.Pool.QueryRow(ctx, `SELECT coalesce(t.error_code, ''), coalesce((SELECT r.status FROM task_reviews r WHERE r.task_id = t.task_id), '')
+		FROM generation_tasks t WHERE t.task_id = $1`, id).Scan(&errorCode, &review); err != nil {
+		return fmt.Errorf("read review of %s: %w", id, err)
+	}
+	if status == "FAILED" && errorCode == "content_rejected" {
+		status = "REJECTED"
+	}
 	switch status {
+	case "REJECTED":
+		var served int
+		if err := f.Pool.QueryRow(ctx, `SELECT count(*) FROM assets WHERE task_id = $1 AND status = 'READY'`, id).Scan(&served); err != nil {
+			return err
+		}
+		if reservation != "CAPTURED" || captures != 1 || review != "REJECTED" || served != 0 {
+			violate("task %s FAILED content_rejected: reservation %s with %d captures, review %q, %d assets served; want CAPTURED once, REJECTED, none served",
+				id, reservation, captures, review, served)
+		}
 	case "SUCCEEDED", "CANCELED_WITH_OUTPUT":
+		if f.Review && review != "APPROVED" {
+			violate("task %s %s with content review on: review %q, want APPROVED", id, status, review)
+		}
 		if reservation != "CAPTURED" || captures != 1 {
 			violate("task %s %s: reservation %s with %d captures, want CAPTURED with exactly 1", id, status, reservation, captures)
 		}

@@ -170,6 +170,19 @@ func Fail(ctx context.Context, q pg.Querier, id uuid.UUID, code, message string)
 	return move(ctx, q, id, Failed, code, message, PendingUpload, Processing)
 }
 
+// Withhold ends every READY asset of task id (its output and the
+// derivatives made so far) as FAILED with code and message, so that no
+// API hands out a download of them: the content review rejected the
+// output. The objects stay stored, for a person to look at.
+func Withhold(ctx context.Context, q pg.Querier, taskID uuid.UUID, code, message string) error {
+	_, err := q.Exec(ctx, `UPDATE assets SET status = 'FAILED', error_code = $2, error_message = $3, updated_at = now()
+		WHERE task_id = $1 AND status = 'READY'`, taskID, code, message)
+	if err != nil {
+		return fmt.Errorf("withhold the assets of task %s: %w", taskID, err)
+	}
+	return nil
+}
+
 // MarkReady ends a PROCESSING asset as READY.
 func MarkReady(ctx context.Context, q pg.Querier, id uuid.UUID) error {
 	return move(ctx, q, id, Ready, "", "", Processing)

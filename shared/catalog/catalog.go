@@ -47,6 +47,9 @@ const (
 	TagTranscodeProxy = "TRANSCODE_PROXY"
 	TagThumbnail      = "THUMBNAIL"
 	TagWaveform       = "WAVEFORM"
+	// TagReview asks the optional content review of a task's output (seed
+	// 7.8.3): sent by the probe only when review was on for the task.
+	TagReview = "REVIEW"
 )
 
 // derivativeKinds maps each derivative step to the assets.kind it makes.
@@ -90,6 +93,9 @@ var (
 	AssetFetch            = Topic{"asset.fetch", "asset.fetch", Normal}
 	AssetFetchDelay       = Topic{"asset.fetch.delay", "asset.fetch", Delay}
 	AssetPostprocess      = Topic{"asset.postprocess", "asset.postprocess", Normal}
+	// AssetPostprocessDelay carries a media step put off by a business
+	// wait: a content review whose reviewer was unavailable.
+	AssetPostprocessDelay = Topic{"asset.postprocess.delay", "asset.postprocess", Delay}
 	RenderExport          = Topic{"render.export", "render.export", Normal}
 	BillingSettle         = Topic{"billing.settle", "billing.settle", Normal}
 	GenerationStateFIFO   = Topic{"generation.state.fifo", "notification.event", FIFO}
@@ -100,7 +106,7 @@ var (
 func Topics() []Topic {
 	return []Topic{
 		GenerationSubmit, GenerationSubmitDelay, GenerationPollDelay, GenerationCallback,
-		AssetFetch, AssetFetchDelay, AssetPostprocess, RenderExport, BillingSettle, GenerationStateFIFO, ReconcileDelay,
+		AssetFetch, AssetFetchDelay, AssetPostprocess, AssetPostprocessDelay, RenderExport, BillingSettle, GenerationStateFIFO, ReconcileDelay,
 	}
 }
 
@@ -162,6 +168,11 @@ var (
 	GroupTranscode = Group{Name: "cg.asset.transcode.v1", Stage: "transcode", MaxDeliveryAttempts: 16,
 		Owner: "team-media", HandleWithin: 8 * time.Hour,
 		Subscriptions: []Subscription{{AssetPostprocess, []string{TagTranscodeProxy, TagThumbnail, TagWaveform}}}}
+	// GroupReview has a group of its own so that a slow or unavailable
+	// reviewer never holds back the probe or the derivatives.
+	GroupReview = Group{Name: "cg.asset.review.v1", Stage: "review", MaxDeliveryAttempts: 16,
+		Owner: "team-media", HandleWithin: 4 * time.Hour,
+		Subscriptions: []Subscription{{AssetPostprocess, []string{TagReview}}, {AssetPostprocessDelay, []string{TagReview}}}}
 	GroupRender = Group{Name: "cg.render.export.v1", Stage: "render", MaxDeliveryAttempts: 8,
 		Owner: "team-media", HandleWithin: 8 * time.Hour,
 		Subscriptions: []Subscription{{RenderExport, []string{EventRenderRequested}}}}
@@ -186,7 +197,7 @@ var DLQDrain = Group{Name: "cg.dlq.drain.v1", Stage: "", MaxDeliveryAttempts: 10
 func Groups() []Group {
 	return []Group{
 		GroupSubmit, GroupPoll, GroupCallback, GroupFetch, GroupProbe,
-		GroupTranscode, GroupRender, GroupSettle, GroupNotify, GroupReconcile,
+		GroupTranscode, GroupReview, GroupRender, GroupSettle, GroupNotify, GroupReconcile,
 	}
 }
 

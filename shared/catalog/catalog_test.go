@@ -55,7 +55,7 @@ func TestGroupsSubscribeToCatalogTopics(t *testing.T) {
 			require.Equal(t, s.Topic.Type == catalog.FIFO, g.Orderly, g.Name)
 		}
 	}
-	require.Equal(t, []string{"submit", "poll", "fetch", "probe", "transcode", "render", "settle", "notify", "reconcile"}, catalog.Stages())
+	require.Equal(t, []string{"submit", "poll", "fetch", "probe", "transcode", "review", "render", "settle", "notify", "reconcile"}, catalog.Stages())
 }
 
 func TestGroupByName(t *testing.T) {

@@ -71,6 +71,7 @@ type StageFunction struct {
 	Provider
 	Journey
 	Retention
+	Review
 	Ops
 }
 
@@ -81,7 +82,7 @@ func (c StageFunction) Validate() error {
 		stage = errors.New("STAGE must name a stage")
 	}
 	return errors.Join(stage, c.Postgres.Validate(), c.Redis.Validate(), c.S3.Validate(), c.Media.Validate(), c.Provider.Validate(),
-		c.Journey.Validate(), c.Retention.Validate(), c.Ops.Validate())
+		c.Journey.Validate(), c.Retention.Validate(), c.Review.Validate(), c.Ops.Validate())
 }
 
 // APIServer is what the public API reads.

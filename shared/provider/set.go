@@ -28,8 +28,8 @@ var routeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]*$`)
 //
 //	model=provider[:provider-model][,provider[:provider-model]...][;model=...]
 //
-// for example "luma/ray-2-720p=replicate,runway:gen4_turbo": luma/ray-2-720p
-// goes to Replicate under its own name, or to Runway as gen4_turbo. A model
+// for example "luma/ray-2-720p=replicate,runway:gen4.5": luma/ray-2-720p
+// goes to Replicate under its own name, or to Runway as gen4.5. A model
 // listed twice, a provider listed twice for one model, or an empty list is
 // an error that names it.
 func ParseRoutes(spec string) (Routes, error) {

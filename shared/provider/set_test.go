@@ -24,10 +24,10 @@ func (unfit) Supports(provider.SubmitRequest) error { return errors.New("no 4K")
 
 func TestParseRoutes(t *testing.T) {
 	t.Parallel()
-	got, err := provider.ParseRoutes(" luma/ray-2-720p = replicate, runway:gen4_turbo ; minimax/video-01=replicate;")
+	got, err := provider.ParseRoutes(" luma/ray-2-720p = replicate, runway:gen4.5 ; minimax/video-01=replicate;")
 	require.NoError(t, err)
 	require.Equal(t, provider.Routes{
-		"luma/ray-2-720p":  {{Provider: "replicate", Model: "luma/ray-2-720p"}, {Provider: "runway", Model: "gen4_turbo"}},
+		"luma/ray-2-720p":  {{Provider: "replicate", Model: "luma/ray-2-720p"}, {Provider: "runway", Model: "gen4.5"}},
 		"minimax/video-01": {{Provider: "replicate", Model: "minimax/video-01"}},
 	}, got)
 

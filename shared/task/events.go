@@ -67,11 +67,16 @@ type (
 		Wait
 	}
 	// Postprocess asks for one media step (the tag) on an asset: a task's
-	// output or derivative, or (no TaskID) a tenant's upload.
+	// output or derivative, or (no TaskID) a tenant's upload. A content
+	// review put off because the reviewer was unavailable is a delayed one
+	// and carries a [Wait] whose RetryAttempt names the review's live chain
+	// (its ExpectedVersion stays zero: the derivatives finishing meanwhile
+	// must not make the wait stale).
 	Postprocess struct {
 		TaskID  uuid.UUID `json:"task_id,omitzero"`
 		AssetID uuid.UUID `json:"asset_id" payload:"required"`
 		Step    string    `json:"step"`
+		Wait
 	}
 	// SettleRequested asks billing to capture or release the reservation
 	// of a task, or (RenderID) of a render, decided by its terminal state.

@@ -132,8 +132,11 @@ func (FetchRequested) Route(delayed bool) (catalog.Topic, string) {
 func (Postprocess) EventType() string { return catalog.EventPostprocess }
 
 // Route: asset.postprocess, tagged with the step so that each media
-// consumer group takes its own.
-func (p Postprocess) Route(bool) (catalog.Topic, string) { return catalog.AssetPostprocess, p.Step }
+// consumer group takes its own; asset.postprocess.delay for a step put off
+// by a business wait (a review while the reviewer is unavailable).
+func (p Postprocess) Route(delayed bool) (catalog.Topic, string) {
+	return delayedOr(delayed, catalog.AssetPostprocess, catalog.AssetPostprocessDelay), p.Step
+}
 
 // EventType names the payload's event.
 func (SettleRequested) EventType() string { return catalog.EventSettleRequested }

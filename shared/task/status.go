@@ -33,8 +33,27 @@ func (s Status) Terminal() bool {
 }
 
 // Charged reports whether a task that ended in s pays for its generation:
-// the reservation is captured, not released.
+// the reservation is captured, not released. A task whose output the
+// content review rejected is FAILED and charged all the same: see
+// [Task.Charged].
 func (s Status) Charged() bool { return s == Succeeded || s == CanceledWithOut }
+
+// ErrContentRejected is the error code of a task whose output the content
+// review rejected (README, "Content review").
+const ErrContentRejected = "content_rejected"
+
+// Charged reports whether t, ended, pays for its generation: a charged
+// state, or FAILED because the content review rejected an output the
+// provider had already made and billed us for (the product rule of
+// README, "Content review"). Billing decides from the task's row, never
+// from a message, so a late settle cannot change it.
+func (t Task) Charged() bool {
+	return t.Status.Charged() || (t.Status == Failed && t.ErrorCode == ErrContentRejected)
+}
+
+// Served reports whether t's stored outputs may be handed to the client:
+// not once the content review rejected them.
+func (t Task) Served() bool { return t.ErrorCode != ErrContentRejected }
 
 // transitions lists the legal moves. Any non-terminal state may also go to
 // FAILED (a permanent error or the maximum wait) and to NEEDS_ATTENTION (a

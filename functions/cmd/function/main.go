@@ -23,6 +23,7 @@ import (
 
 	function "github.com/aivedio/pipeline"
 	"github.com/aivedio/pipeline/functions/render"
+	"github.com/aivedio/pipeline/functions/review"
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
@@ -81,6 +82,7 @@ func newService(f *function.Function) *fcloudevents.Service {
 	reg.MustRegister(stage.Collector(), inbox.Collector(), provider.IdentityCollector(), provider.FailoverCollector(), progress.Collector())
 	reg.MustRegister(media.Collectors()...)
 	reg.MustRegister(render.Collectors()...)
+	reg.MustRegister(review.Collectors()...)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("/", stage.HTTPHandler(f.Handle))
 	svc.Handler = mux
