@@ -21,10 +21,10 @@ func TestGetShowsARejectedReviewAndServesNoDownload(t *testing.T) {
 	var assetID uuid.UUID
 	require.NoError(t, b.pool.QueryRow(t.Context(), `INSERT INTO assets
 		(tenant_id, task_id, kind, status, error_code, error_message, object_key, checksum_sha256, size_bytes, content_type)
-		VALUES ($1, $2, 'SOURCE', 'FAILED', 'content_rejected', 'rejected', 'out/video.mp4', decode(repeat('00', 32), 'hex'), 1234, 'video/mp4')
+		VALUES ($1, $2, 'SOURCE', 'FAILED', 'review.content_rejected', 'rejected', 'out/video.mp4', decode(repeat('00', 32), 'hex'), 1234, 'video/mp4')
 		RETURNING asset_id`, tenantID, id).Scan(&assetID))
 	_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET status = 'FAILED', version = version + 1,
-		error_code = 'content_rejected', error_message = 'the content review rejected the output (reason policy.violence)' WHERE task_id = $1`, id)
+		error_code = 'review.content_rejected', error_message = 'the content review rejected the output (reason policy.violence)' WHERE task_id = $1`, id)
 	require.NoError(t, err)
 	_, err = b.pool.Exec(t.Context(), `INSERT INTO task_reviews (task_id, tenant_id, asset_id, status, decision, reason_code, labels, reviewer, attempts, decided_at)
 		VALUES ($1, $2, $3, 'REJECTED', 'reject', 'policy.violence', '{gore}', 'reviewsim', 2, now())`, id, tenantID, assetID)
@@ -34,7 +34,7 @@ func TestGetShowsARejectedReviewAndServesNoDownload(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
 	got := r.json(t)
 	require.Equal(t, "FAILED", got["status"])
-	require.Equal(t, "content_rejected", got["error"].(map[string]any)["code"])
+	require.Equal(t, "review.content_rejected", got["error"].(map[string]any)["code"])
 	rv := got["review"].(map[string]any)
 	require.Equal(t, "REJECTED", rv["status"])
 	require.Equal(t, "reject", rv["decision"])

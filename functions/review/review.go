@@ -9,11 +9,11 @@
 //     captures) once its derivatives are complete too, whichever finishes
 //     last; both take the task's row lock and count ([stage.FinishMedia]),
 //     so exactly one of them moves the task.
-//   - Rejection: the task goes to FAILED with error code content_rejected
+//   - Rejection: the task goes to FAILED with error code review.content_rejected
 //     and the reviewer's reason code in its message, and it is CHARGED
 //     (the reservation is captured, not released): the provider already
 //     made the video and billed us for it ([task.Task.Charged]). Its stored
-//     output is not served: its assets become FAILED with content_rejected
+//     output is not served: its assets become FAILED with review.content_rejected
 //     (kept in storage for a person), so the API hands out no download URL.
 //   - Reviewer unavailable (connection refused, a timeout, 429, 5xx, any
 //     other status that is not a decision, or an answer that is no
@@ -378,7 +378,7 @@ func (s *reviewer) wait(ctx context.Context, d stage.Delivery[task.Postprocess],
 func (s *reviewer) giveUp(ctx context.Context, d stage.Delivery[task.Postprocess], r reviews.Review, ans answer, since time.Time) error {
 	msg := fmt.Sprintf("the content reviewer at REVIEW_URL has been unavailable since %s (%d calls; last: %s), past REVIEW_MAX_WAIT %s; "+
 		"the output was neither approved nor rejected, so it is not served and the reservation stays held: bring the reviewer back "+
-		"(check REVIEW_URL, REVIEW_SECRET and the reviewer's logs), then decide the task by hand: approved, it finishes and is charged; rejected, it fails content_rejected and is charged",
+		"(check REVIEW_URL, REVIEW_SECRET and the reviewer's logs), then decide the task by hand: approved, it finishes and is charged; rejected, it fails review.content_rejected and is charged",
 		since.UTC().Format(time.RFC3339), r.Attempts+1, ans.down, s.Config.MaxWait)
 	err := d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
 		cur, err := task.Lock(ctx, tx, d.Task.ID)

@@ -3,7 +3,7 @@
 //
 // SUCCEEDED and CANCELED_WITH_OUTPUT capture the task's reservation into
 // credit_ledger under the reservation's unique business key, and so does
-// FAILED with content_rejected (the provider charged us for an output the
+// FAILED with review.content_rejected (the provider charged us for an output the
 // content review refused: [task.Task.Charged]); any other FAILED and
 // CANCELED release it. The decision is read from the task's state, not the
 // message, so a late or repeated settle message cannot change the outcome,

@@ -14,6 +14,7 @@ import (
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
@@ -178,4 +179,22 @@ func TestPayloadOfANewerProducer(t *testing.T) {
 		map[string]any{"status": task.Succeeded, "invoice_hint": "2026-12"}))
 	require.Equal(t, http.StatusUnprocessableEntity, statusOf(t, err))
 	require.ErrorContains(t, err, "payload.task_id: is required")
+}
+
+// TestAContentRejectionIsChargedOnlyWhenTheProviderMadeTheVideo: the
+// provider's moderation refusal (content_rejected: it made nothing it
+// bills) is released; our review's rejection of a video the provider made
+// and billed (review.content_rejected) is captured.
+func TestAContentRejectionIsChargedOnlyWhenTheProviderMadeTheVideo(t *testing.T) {
+	t.Parallel()
+	for code, want := range map[string]string{
+		provider.CodeContentRejected: billing.Released,
+		task.ErrContentRejected:      billing.Captured,
+	} {
+		b := setup(t, task.Failed, true)
+		_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET error_code = $2 WHERE task_id = $1`, b.task.ID, code)
+		require.NoError(t, err)
+		require.NoError(t, b.deliver(t, uuid.NewString(), task.Failed))
+		require.Equal(t, want, reservationStatus(t, b.pool, b.task.ID), code)
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/blob"
+	"github.com/aivedio/pipeline/shared/task"
 )
 
 // Facts are where Check reads the truth.
@@ -55,7 +56,7 @@ type Report struct {
 //     waveform in object storage with the recorded size and checksum, and
 //     exactly one capture in credit_ledger;
 //   - a FAILED or CANCELED task has its reservation released and no capture,
-//     except a FAILED content_rejected one: captured once, its review
+//     except a FAILED review.content_rejected one: captured once, its review
 //     REJECTED, none of its assets served (README, "Content review");
 //   - with review on, a SUCCEEDED task's review is APPROVED;
 //   - the provider saw at most one remote job per attempt key, and (with
@@ -127,7 +128,7 @@ func checkTask(ctx context.Context, f Facts, id uuid.UUID, status string, stream
 		FROM generation_tasks t WHERE t.task_id = $1`, id).Scan(&errorCode, &review); err != nil {
 		return fmt.Errorf("read review of %s: %w", id, err)
 	}
-	if status == "FAILED" && errorCode == "content_rejected" {
+	if status == "FAILED" && errorCode == task.ErrContentRejected {
 		status = "REJECTED"
 	}
 	switch status {
@@ -137,7 +138,7 @@ func checkTask(ctx context.Context, f Facts, id uuid.UUID, status string, stream
 			return err
 		}
 		if reservation != "CAPTURED" || captures != 1 || review != "REJECTED" || served != 0 {
-			violate("task %s FAILED content_rejected: reservation %s with %d captures, review %q, %d assets served; want CAPTURED once, REJECTED, none served",
+			violate("task %s FAILED review.content_rejected: reservation %s with %d captures, review %q, %d assets served; want CAPTURED once, REJECTED, none served",
 				id, reservation, captures, review, served)
 		}
 	case "SUCCEEDED", "CANCELED_WITH_OUTPUT":

@@ -33,7 +33,7 @@ const (
 	Waiting Status = "WAITING"
 	// Approved: the task may finish.
 	Approved Status = "APPROVED"
-	// Rejected: the task FAILED with content_rejected.
+	// Rejected: the task FAILED with review.content_rejected.
 	Rejected Status = "REJECTED"
 	// Unavailable: the reviewer stayed unavailable past REVIEW_MAX_WAIT;
 	// the task waits for a person in NEEDS_ATTENTION.

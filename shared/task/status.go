@@ -40,7 +40,7 @@ func (s Status) Charged() bool { return s == Succeeded || s == CanceledWithOut }
 
 // ErrContentRejected is the error code of a task whose output the content
 // review rejected (README, "Content review").
-const ErrContentRejected = "content_rejected"
+const ErrContentRejected = "review.content_rejected"
 
 // Charged reports whether t, ended, pays for its generation: a charged
 // state, or FAILED because the content review rejected an output the
