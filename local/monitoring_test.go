@@ -28,11 +28,13 @@ import (
 	"github.com/aivedio/pipeline/functions"
 	"github.com/aivedio/pipeline/functions/api"
 	"github.com/aivedio/pipeline/functions/render"
+	"github.com/aivedio/pipeline/functions/review"
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/media"
+	"github.com/aivedio/pipeline/shared/progress"
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/replay"
@@ -162,10 +164,12 @@ func registeredSeries(t *testing.T) map[string][]string {
 	t.Cleanup(func() { _ = rdb.Close() })
 
 	reg := telemetry.NewRegistry()
-	reg.MustRegister(stage.Collector(), inbox.Collector(), provider.IdentityCollector(), replay.Collector(), task.StateGauges(pool),
+	reg.MustRegister(stage.Collector(), inbox.Collector(), provider.IdentityCollector(), provider.FailoverCollector(), progress.Collector(),
+		replay.Collector(), task.StateGauges(pool),
 		quarantine.Collector(pool, catalog.Groups()))
 	reg.MustRegister(media.Collectors()...)
 	reg.MustRegister(render.Collectors()...)
+	reg.MustRegister(review.Collectors()...)
 	relay.NewMetrics(reg)
 	source.NewMetrics(reg)
 	dlq.NewMetrics(reg)
