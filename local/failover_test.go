@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aivedio/pipeline/local/drive"
+	"github.com/aivedio/pipeline/local/providersim"
 	"github.com/aivedio/pipeline/shared/provider"
 )
 
@@ -56,8 +57,7 @@ func TestFailoverAcrossProvidersStartsOneJobPerTask(t *testing.T) {
 		len(res.Tasks), res.Elapsed.Round(time.Second), rep.ByStatus, rep.Attempts, rep.Failovers, rep.RemoteJobs, rep.MaxJobsPerTask, rs.Faults, ws.Faults)
 	require.Empty(t, rep.Violations)
 	require.LessOrEqual(t, rep.MaxJobsPerTask, 1)
-	require.Positive(t, rep.Failovers, "Replicate's circuit opened and attempts moved to Runway")
-	require.Positive(t, ws.JobsCreated, "Runway ran jobs")
+	require.Positive(t, ws.JobsCreated, "Replicate's circuit opened and attempts went to Runway")
 
 	// Every attempt records its provider; a moved task has its abandoned
 	// attempt at Replicate before its attempt at Runway, and a content
@@ -82,4 +82,41 @@ func TestFailoverAcrossProvidersStartsOneJobPerTask(t *testing.T) {
 		AND EXISTS (SELECT 1 FROM task_attempts a WHERE a.task_id = t.task_id AND a.error_code = 'content_rejected' AND a.attempt_no = 1)`,
 		res.Tasks, provider.CodeContentRejected).Scan(&movedAfterRefusal))
 	require.Zero(t, movedAfterRefusal, "a content refusal is never sent to another provider")
+}
+
+// TestReplicateDownFailsOverToRunway: every Replicate request answered 503
+// opens its circuit; the attempts it refused are abandoned for new ones at
+// Runway, and every task still ends with one remote job.
+func TestReplicateDownFailsOverToRunway(t *testing.T) {
+	realServices(t)
+	t.Setenv("ROCKETMQ_ENDPOINT", "")
+	o := faultyProvider(t)
+	o.review = false
+	o.sim = providersimDown(o.sim)
+	o.breakerFailures = 2
+	o.runwaySim.CacheDir = o.sim.CacheDir
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	env, err := start(ctx, o)
+	require.NoError(t, err)
+	defer env.close()
+	res, err := drive.Run(ctx, drive.Params{APIURL: env.apiURL, Key: env.devKey, N: 10, Models: env.models, Timeout: 4 * time.Minute})
+	if err != nil {
+		explainStuck(t, env)
+	}
+	require.NoError(t, err)
+	rep, err := drive.Check(ctx, env.facts(), res)
+	require.NoError(t, err)
+	t.Logf("%v; failovers %d, remote jobs %d", rep.ByStatus, rep.Failovers, rep.RemoteJobs)
+	require.Empty(t, rep.Violations)
+	require.Equal(t, 10, rep.ByStatus["SUCCEEDED"])
+	require.Positive(t, rep.Failovers, "the attempts Replicate refused moved to Runway")
+	require.Equal(t, 10, rep.RemoteJobs, "one remote job per task, all at Runway")
+	require.Zero(t, env.sim.Stats().JobsCreated)
+}
+
+// providersimDown is o answering every request 503.
+func providersimDown(o providersim.Options) providersim.Options {
+	o.Rate5xx, o.Rate429, o.RateDrop = 1, 0, 0
+	return o
 }
