@@ -12,6 +12,10 @@ ALTER TABLE task_attempts
     ADD CONSTRAINT task_attempts_status_check CHECK (status IN (
         'SUBMITTING', 'ACCEPTED', 'SUBMIT_UNKNOWN', 'REJECTED', 'FAILED', 'SUCCEEDED', 'CANCELED', 'ABANDONED'));
 
+-- An attempt from before this migration may have sent its submit: count one
+-- send, never refused, so it can only go on at its own provider.
+UPDATE task_attempts SET sends = 1 WHERE status IN ('SUBMITTING', 'SUBMIT_UNKNOWN');
+
 COMMENT ON COLUMN task_attempts.sends IS 'Submits sent under this attempt''s key, counted before each call.';
 COMMENT ON COLUMN task_attempts.refused_sends IS
     'Of those, how many the provider refused before creating anything (or a lookup confirmed absent): equal to sends means no remote job exists, so the task may fail over to another provider.';

@@ -1,6 +1,7 @@
 package submit_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -291,4 +292,53 @@ func TestAHalfOpenCircuitDoesNotHoldARefusedAttempt(t *testing.T) {
 	require.Equal(t, task.ProviderRunning, got.Status)
 	require.Equal(t, "two", got.Provider)
 	require.Len(t, b.fake.keys, 1, "no trial call spent on this task")
+}
+
+// blockingProvider answers Submit only once release is closed.
+type blockingProvider struct {
+	*fakeProvider
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b blockingProvider) Submit(ctx context.Context, req provider.SubmitRequest) (provider.Job, error) {
+	close(b.entered)
+	<-b.release
+	return b.fakeProvider.Submit(ctx, req)
+}
+
+// TestALateAnswerOfASendTakenForLostIsKept: at a provider without keys, a
+// redelivery during a slow submit takes the send for lost (RECONCILING);
+// when the slow submit's answer comes, its job is recorded, not dropped:
+// nothing else could find it.
+func TestALateAnswerOfASendTakenForLostIsKept(t *testing.T) {
+	t.Parallel()
+	b := setup(t, accepted)
+	b.fake.noDedup = true
+	slow := blockingProvider{fakeProvider: b.fake, entered: make(chan struct{}), release: make(chan struct{})}
+	b.fn = submit.New(submit.Params{Pool: b.pool, Providers: provider.Single(slow), Journey: journey, Timeout: 10 * time.Second})
+
+	first := make(chan error, 1)
+	go func() { first <- b.deliver(t, uuid.NewString()) }()
+	<-slow.entered
+	b.task = b.reload(t)
+	require.Equal(t, task.Submitting, b.task.Status)
+	require.NoError(t, b.deliver(t, uuid.NewString()), "the redelivery")
+	require.Equal(t, task.Reconciling, b.reload(t).Status)
+
+	close(slow.release)
+	require.NoError(t, <-first)
+	got := b.reload(t)
+	require.Equal(t, task.ProviderRunning, got.Status)
+	require.Equal(t, "job-1", got.ProviderJobID)
+	require.Equal(t, attempt.Accepted, onlyAttempt(t, b).Status)
+	require.Len(t, b.fake.keys, 1)
+}
+
+func onlyAttempt(t *testing.T, b *testBundle) attempt.Attempt {
+	t.Helper()
+	as, err := attempt.List(t.Context(), b.pool, b.task.ID)
+	require.NoError(t, err)
+	require.Len(t, as, 1)
+	return as[0]
 }

@@ -148,7 +148,14 @@ func (s *submitter) begin(ctx context.Context, d stage.Delivery[task.SubmitReque
 				return t, nil, s.record(ctx, d, a, provider.Job{}, &provider.Error{Class: provider.ClassTimeoutUnknown,
 					Message: "an earlier send under this attempt has no recorded answer, and " + a.Provider + " does not dedup a resend"})
 			}
-			return t, &a, attempt.NoteSend(ctx, s.Pool, a.ID)
+			if err := attempt.NoteSend(ctx, s.Pool, a.ID); errors.Is(err, attempt.ErrNotFound) {
+				// Answered, or abandoned for another provider, since it
+				// was read: nothing may be sent under it.
+				return t, nil, d.Noop(ctx)
+			} else if err != nil {
+				return task.Task{}, nil, err
+			}
+			return t, &a, nil
 		case !req.Holds(t), !task.SubmitStarts(t, time.Now()):
 			// Not due, or a delayed resubmit of a wait that something
 			// else ended.
@@ -164,6 +171,9 @@ func (s *submitter) begin(ctx context.Context, d stage.Delivery[task.SubmitReque
 			return task.Task{}, nil, err
 		}
 		pick, why, err := s.route(ctx, t, kept)
+		if stage.IsUncurable(err) {
+			return t, nil, d.Escalate(ctx, err)
+		}
 		if err != nil {
 			return task.Task{}, nil, err
 		}
@@ -198,6 +208,9 @@ func (s *submitter) begin(ctx context.Context, d stage.Delivery[task.SubmitReque
 				Set:    task.Fields{Provider: task.Ptr(a.Provider), ClearNextRetryAt: true}})
 			return err
 		})
+		if err != nil {
+			s.releaseIfElsewhere(ctx, d, pick.route.Provider)
+		}
 		if errors.Is(err, task.ErrStale) || errors.Is(err, attempt.ErrNotFound) {
 			// The task, or the attempt it kept, moved under us.
 			continue
@@ -264,6 +277,10 @@ func (s *submitter) route(ctx context.Context, t task.Task, kept *attempt.Attemp
 	if kept != nil {
 		c, err := s.Providers.Client(kept.Provider)
 		switch {
+		case err != nil && !kept.NoRemoteJob():
+			// Its job may exist at a provider this process cannot call:
+			// no other may take the task over, and waiting will not help.
+			return pick{}, "", stage.Uncurable("provider.not_configured", err)
 		case err != nil:
 			reasons = append(reasons, err.Error())
 		case !kept.NoRemoteJob() || provider.BreakerState(c) == "closed":
@@ -376,6 +393,11 @@ func (s *submitter) record(ctx context.Context, d stage.Delivery[task.SubmitRequ
 		if err != nil {
 			return "", err
 		}
+		if t.Status == task.Reconciling && callErr == nil && job.ID != "" {
+			// Another delivery took this send for lost while it ran; its
+			// answer came after all: the lookup's work is done.
+			return s.lateAnswer(ctx, tx, o, t, a, job)
+		}
 		if t.Status != task.Submitting {
 			return inbox.StaleNoop, nil
 		}
@@ -437,6 +459,31 @@ func (s *submitter) record(ctx context.Context, d stage.Delivery[task.SubmitRequ
 	return err
 }
 
+// lateAnswer records the job of a send another delivery had declared lost
+// (the task RECONCILING, the attempt SUBMIT_UNKNOWN), as the reconciler
+// does when its lookup finds it: at a provider without lookups (Runway) it
+// is the only way to learn the job.
+func (s *submitter) lateAnswer(ctx context.Context, tx pgx.Tx, o task.Origin, t task.Task, a attempt.Attempt, job provider.Job) (inbox.Result, error) {
+	cur, err := attempt.Get(ctx, tx, t.ID, a.ID)
+	if err != nil || cur.Status != attempt.SubmitUnknown {
+		return inbox.StaleNoop, err
+	}
+	if err := attempt.Found(ctx, tx, a.ID, job.ID); err != nil {
+		return "", err
+	}
+	now := time.Now()
+	pollAt := now.Add(s.Journey.PollFirst).UTC().Truncate(time.Microsecond)
+	poll, err := o.EmitAt(t, task.PollDue{TaskID: t.ID, AttemptID: a.ID, PollAt: pollAt, Wait: task.Wait{
+		ExpectedStatus: task.ProviderRunning, ExpectedVersion: t.Version + 1, NotBefore: pollAt, Reason: "late submit answer"}}, pollAt)
+	if err != nil {
+		return "", err
+	}
+	_, err = task.Apply(ctx, tx, o, t, task.Transition{To: task.ProviderRunning, Reason: "the submit's answer came after it was taken for lost",
+		Set:    task.Fields{ProviderJobID: task.Ptr(job.ID), NextPollAt: &pollAt, DeadlineAt: task.Ptr(now.Add(s.Journey.MaxWait))},
+		Events: []outbox.Event{poll}})
+	return inbox.Applied, err
+}
+
 // lost records a submit whose outcome is unknown: the attempt
 // SUBMIT_UNKNOWN, the task RECONCILING, and a delayed lookup.
 func (s *submitter) lost(ctx context.Context, tx pgx.Tx, o task.Origin, t task.Task, a attempt.Attempt, class provider.Class, callErr error) (inbox.Result, error) {
@@ -451,6 +498,26 @@ func (s *submitter) lost(ctx context.Context, tx pgx.Tx, o task.Origin, t task.T
 	}
 	_, err = task.Apply(ctx, tx, o, t, task.Transition{To: task.Reconciling, Reason: "submit answer lost", Events: []outbox.Event{due}})
 	return inbox.Applied, err
+}
+
+// releaseIfElsewhere frees the provider scope of the slots route took at
+// providerName when the begin transaction did not commit and the task went
+// to another provider meanwhile (another delivery, another replica's
+// circuit). Only that scope: the tenant's and model's belong to the task
+// (the same holder) wherever it runs.
+func (s *submitter) releaseIfElsewhere(ctx context.Context, d stage.Delivery[task.SubmitRequested], providerName string) {
+	if s.Slots == nil {
+		return
+	}
+	cur, err := task.Get(ctx, s.Pool, d.Task.ID)
+	if err != nil || cur.Provider == providerName {
+		return
+	}
+	p := stage.GenerationSlots(cur, providerName, s.Journey)
+	scope := "provider:" + providerName
+	if err := s.Slots.Release(context.WithoutCancel(ctx), slots.Lease{Holder: p.Holder, Scopes: []string{scope}, TTL: p.TTL}); err != nil {
+		d.Log.WarnContext(ctx, "release of a provider slot not used failed; it frees itself when the lease ends", slog.String("error", err.Error()))
+	}
 }
 
 // resendSafe reports whether the named provider dedups a resend by key.

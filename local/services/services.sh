@@ -181,7 +181,8 @@ start_redis() {
 	redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$DIR/redis" --save '' --appendonly no \
 		--daemonize yes --pidfile "$DIR/redis.pid" --logfile "$DIR/redis.log" ||
 		die "redis-server did not start; see $DIR/redis.log"
-	wait_port redis "$REDIS_PORT" 20 "$DIR/redis.log" redis
+	# Not by its pid file: the daemon writes it a moment after it forks.
+	wait_port redis "$REDIS_PORT" 20 "$DIR/redis.log"
 }
 
 install_versitygw() {

@@ -166,9 +166,18 @@ func Answer(ctx context.Context, q Querier, id uuid.UUID, status Status, jobID, 
 // commits before the call: a process that dies mid-call leaves the send
 // counted and not refused, so the attempt can no longer claim it made no
 // remote job.
+// An attempt no longer SUBMITTING (abandoned, answered meanwhile) is
+// [ErrNotFound]: nothing may be sent under it.
 func NoteSend(ctx context.Context, q Querier, id uuid.UUID) error {
-	return exec(ctx, q, "count a send of", id, `UPDATE task_attempts SET sends = sends + 1, updated_at = now()
-		WHERE attempt_id = $1`)
+	tag, err := q.Exec(ctx, `UPDATE task_attempts SET sends = sends + 1, updated_at = now()
+		WHERE attempt_id = $1 AND status = 'SUBMITTING'`, id)
+	if err != nil {
+		return fmt.Errorf("count a send of attempt %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("count a send of attempt %s: %w (no longer SUBMITTING)", id, ErrNotFound)
+	}
+	return nil
 }
 
 // NoteRefusal records a refusal the attempt survives (a 429 or 503: the

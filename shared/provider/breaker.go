@@ -104,3 +104,13 @@ func BreakerPause(c Client) time.Duration {
 // DedupsByIdempotencyKey is the wrapped client's: the breaker sends
 // nothing of its own.
 func (b *breaker) DedupsByIdempotencyKey() bool { return ResendSafe(b.Client) }
+
+// Supports is the wrapped client's capability check ([Capable]); a client
+// without one is taken to accept anything. The router sees through the
+// breaker this way.
+func (b *breaker) Supports(req SubmitRequest) error {
+	if c, ok := b.Client.(Capable); ok {
+		return c.Supports(req)
+	}
+	return nil
+}

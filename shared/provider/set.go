@@ -93,10 +93,9 @@ func NewSet(clients []Client, routes Routes, models []string) (*Set, error) {
 		s.order = append(s.order, c.Name())
 	}
 	if s.routes == nil {
-		s.routes = Routes{}
-		for _, m := range models {
-			s.routes[m] = []Route{{Provider: s.order[0], Model: m}}
-		}
+		// Every model goes to the first client (see Routes): nothing to
+		// check.
+		return s, nil
 	}
 	for model, rs := range s.routes {
 		for _, r := range rs {

@@ -107,3 +107,20 @@ func TestRefusedOutright(t *testing.T) {
 		require.Equal(t, c.want, provider.RefusedOutright(c.err), "%v", c.err)
 	}
 }
+
+func TestWithoutRoutesEveryModelGoesToTheFirstProvider(t *testing.T) {
+	t.Parallel()
+	s, err := provider.NewSet([]provider.Client{named{name: "a"}, named{name: "b"}}, nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, []provider.Route{{Provider: "a", Model: "any/model"}}, s.Routes("any/model"))
+}
+
+func TestTheBreakerLetsTheRouterAskTheClient(t *testing.T) {
+	t.Parallel()
+	wrapped := provider.WithBreaker(unfit{named{name: "c"}}, provider.BreakerSettings{})
+	s, err := provider.NewSet([]provider.Client{wrapped}, provider.Routes{"m": {{Provider: "c", Model: "m"}}}, nil)
+	require.NoError(t, err)
+	cands, why := s.Candidates("m", provider.SubmitRequest{})
+	require.Empty(t, cands)
+	require.Equal(t, []string{"c: no 4K"}, why)
+}
