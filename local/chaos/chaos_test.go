@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,7 +45,7 @@ func TestParseKinds(t *testing.T) {
 	t.Parallel()
 	kinds, err := parseKinds(allKinds)
 	require.NoError(t, err)
-	require.Len(t, kinds, 8)
+	require.Len(t, kinds, 9)
 	_, err = parseKinds("kill,meteor")
 	require.ErrorContains(t, err, `unknown fault kind "meteor"`)
 	_, err = parseKinds(" , ")
@@ -65,4 +66,24 @@ func TestReportHoldsOnlyWhenEveryInvariantHeld(t *testing.T) {
 	r.print(&out)
 	require.Contains(t, out.String(), "INVARIANTS BROKEN")
 	require.Contains(t, out.String(), "2 broken")
+}
+
+// TestOneRunPerBroker: a second run on the same broker waits for the
+// first to end; a run on another broker does not.
+func TestOneRunPerBroker(t *testing.T) {
+	t.Parallel()
+	dir, endpoint := t.TempDir(), "127.0.0.1:8081"
+	unlock, err := lockBroker(t.Context(), dir, endpoint)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+	defer cancel()
+	_, err = lockBroker(ctx, dir, endpoint)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the second run waited")
+	other, err := lockBroker(t.Context(), dir, "127.0.0.1:9081")
+	require.NoError(t, err)
+	other()
+	unlock()
+	again, err := lockBroker(t.Context(), dir, endpoint)
+	require.NoError(t, err, "free once the first run ended")
+	again()
 }

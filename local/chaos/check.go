@@ -17,6 +17,7 @@ import (
 
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/quarantine"
+	"github.com/aivedio/pipeline/shared/task"
 )
 
 // explainedAttention are the reasons these faults can hand a task to a
@@ -40,8 +41,12 @@ type report struct {
 	Converged  time.Duration  // from the end of the last fault until every task was terminal and settled
 	ByStatus   map[string]int
 	Attempts   int
+	AttemptsBy map[string]int // by provider
+	Failovers  int            // attempts abandoned to another provider
 	Jobs       int
-	SimFaults  string
+	JobsBy     map[string]int // by provider
+	SimFaults  []string       // per provider
+	Review     string
 	Invariants []invariant
 }
 
@@ -114,7 +119,7 @@ func (w *world) check(ctx context.Context, r *report) error {
 		r.add("converged after the last fault", false, "not within %s", w.o.Converge)
 	}
 	for _, step := range []func(context.Context, *report) error{
-		w.checkTerminal, w.checkSettlement, w.checkObjects, w.checkRemoteJobs, w.checkOutbox, w.checkInbox, w.checkQuarantine,
+		w.checkTerminal, w.checkSettlement, w.checkObjects, w.checkReview, w.checkRemoteJobs, w.checkOutbox, w.checkInbox, w.checkQuarantine,
 	} {
 		if err := step(ctx, r); err != nil {
 			return err
@@ -173,19 +178,27 @@ func (w *world) checkTerminal(ctx context.Context, r *report) error {
 
 func (w *world) checkSettlement(ctx context.Context, r *report) error {
 	var wrong, held, accounts int
+	// Charged: a success, and a failure the content review made (the
+	// provider made and billed the video: task.Task.Charged). Every other
+	// failure is released, the provider's own content refusal included.
+	var charged, reviewRejected int
 	err := w.pool.QueryRow(ctx, `WITH c AS (
 			SELECT t.status, r.status AS reservation,
+				t.status IN ('SUCCEEDED', 'CANCELED_WITH_OUTPUT') OR (t.status = 'FAILED' AND t.error_code = $1) AS charged,
+				t.status = 'FAILED' AND t.error_code = $1 AS review_rejected,
 				(SELECT count(*) FROM credit_ledger l WHERE l.ledger_business_type = 'CAPTURE' AND l.business_id = r.reservation_id::text) AS captures
 			FROM generation_tasks t LEFT JOIN credit_reservations r USING (task_id))
 		SELECT
-			count(*) FILTER (WHERE (status IN ('SUCCEEDED', 'CANCELED_WITH_OUTPUT') AND (reservation IS DISTINCT FROM 'CAPTURED' OR captures <> 1))
-				OR (status IN ('FAILED', 'CANCELED') AND (reservation IS DISTINCT FROM 'RELEASED' OR captures <> 0))),
-			count(*) FILTER (WHERE reservation = 'HELD' AND status <> 'NEEDS_ATTENTION')
-		FROM c`).Scan(&wrong, &held)
+			count(*) FILTER (WHERE (charged AND (reservation IS DISTINCT FROM 'CAPTURED' OR captures <> 1))
+				OR (NOT charged AND status IN ('FAILED', 'CANCELED') AND (reservation IS DISTINCT FROM 'RELEASED' OR captures <> 0))),
+			count(*) FILTER (WHERE reservation = 'HELD' AND status <> 'NEEDS_ATTENTION'),
+			count(*) FILTER (WHERE charged), count(*) FILTER (WHERE review_rejected)
+		FROM c`, task.ErrContentRejected).Scan(&wrong, &held, &charged, &reviewRejected)
 	if err != nil {
 		return err
 	}
-	r.add("exactly one capture per success, none per failure", wrong == 0, "%d tasks charged wrongly", wrong)
+	r.add("exactly one capture per charged task, none per other failure", wrong == 0,
+		"%d tasks charged wrongly; %d charged (%d of them rejected by the content review)", wrong, charged, reviewRejected)
 	// The books: each balance is its ledger's sum, each reserved amount
 	// what its held reservations add up to.
 	err = w.pool.QueryRow(ctx, `SELECT count(*) FROM credit_accounts a
@@ -270,43 +283,76 @@ func (w *world) checkObjects(ctx context.Context, r *report) error {
 	return nil
 }
 
+// checkRemoteJobs counts the remote jobs both simulators started against
+// what PostgreSQL recorded. Every generation has a prompt of its own, so
+// the simulators' per-prompt counts, summed, say how many jobs each task
+// made wherever it ran: one at most, whatever failed over. Every job must
+// also belong to an attempt committed before its call: at Replicate by the
+// attempt's idempotency key, at Runway (which takes no key) by an attempt
+// of the prompt's task there.
 func (w *world) checkRemoteJobs(ctx context.Context, r *report) error {
-	stats := w.sim.Stats()
-	r.Jobs = stats.JobsCreated
-	f := stats.Faults
-	r.SimFaults = fmt.Sprintf("%d 429s, %d 503s, %d dropped answers, %d failed jobs, %d outputs not ready",
-		f.RateLimited, f.ServerErrors, f.Dropped, f.FailedJobs, f.OutputNotReady)
-	rows, err := w.pool.Query(ctx, `SELECT provider_idempotency_key FROM task_attempts`)
+	type attempt struct{ provider, key, prompt, status string }
+	rows, err := w.pool.Query(ctx, `SELECT a.provider, a.provider_idempotency_key, t.prompt, a.status
+		FROM task_attempts a JOIN generation_tasks t USING (task_id)`)
 	if err != nil {
 		return err
 	}
-	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	attempts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (attempt, error) {
+		var a attempt
+		err := row.Scan(&a.provider, &a.key, &a.prompt, &a.status)
+		return a, err
+	})
 	if err != nil {
 		return err
 	}
-	var dup []string
-	worst := 0
-	recorded := map[string]bool{}
-	for _, k := range keys {
-		recorded[k] = true
+	r.AttemptsBy = map[string]int{}
+	keyed := map[string]bool{}     // provider/idempotency key
+	attempted := map[string]bool{} // provider/prompt
+	for _, a := range attempts {
+		r.AttemptsBy[a.provider]++
+		if a.status == "ABANDONED" {
+			r.Failovers++
+		}
+		keyed[a.provider+"/"+a.key] = true
+		attempted[a.provider+"/"+a.prompt] = true
 	}
-	// Every remote job the provider started, whatever its key: an attempt
-	// is committed before its call, so a job under a key no attempt
-	// records is a submit that was never recorded.
-	for k, n := range stats.JobsByIdempotencyKey {
-		worst = max(worst, n)
-		switch {
-		case !recorded[k]:
-			dup = append(dup, fmt.Sprintf("%s: %d jobs under a key no attempt records", k, n))
-		case n > 1:
-			dup = append(dup, fmt.Sprintf("%s: %d jobs", k, n))
+	var problems []string
+	perTask := map[string]int{}
+	r.Jobs, r.JobsBy, r.SimFaults = 0, map[string]int{}, nil
+	for _, p := range w.providers {
+		stats := p.sim.Stats()
+		r.Jobs += stats.JobsCreated
+		r.JobsBy[p.name] = stats.JobsCreated
+		r.SimFaults = append(r.SimFaults, simFaults(p))
+		for prompt, n := range stats.JobsByPrompt {
+			perTask[prompt] += n
+			if !attempted[p.name+"/"+prompt] {
+				problems = append(problems, fmt.Sprintf("%s: %d jobs for %q, whose task has no attempt there", p.name, n, prompt))
+			}
+		}
+		for k, n := range stats.JobsByIdempotencyKey {
+			switch {
+			case !keyed[p.name+"/"+k]:
+				problems = append(problems, fmt.Sprintf("%s: %d jobs under key %s, which no attempt records", p.name, n, k))
+			case n > 1:
+				problems = append(problems, fmt.Sprintf("%s: %d jobs under key %s", p.name, n, k))
+			}
+		}
+		if stats.UntrackedKeys > 0 {
+			problems = append(problems, fmt.Sprintf("%s: %d jobs past the simulator's tracked keys", p.name, stats.UntrackedKeys))
 		}
 	}
-	if stats.UntrackedKeys > 0 {
-		dup = append(dup, fmt.Sprintf("%d jobs past the simulator's tracked keys", stats.UntrackedKeys))
+	worst := 0
+	for prompt, n := range perTask {
+		worst = max(worst, n)
+		if n > 1 {
+			problems = append(problems, fmt.Sprintf("%d remote jobs for %q across the providers", n, prompt))
+		}
 	}
-	r.add("at most one remote job per attempt key", len(dup) == 0, "%d attempts, %d remote jobs, at most %d per key%s",
-		len(keys), stats.JobsCreated, worst, firstOf(dup))
+	slices.Sort(problems)
+	r.add("at most one remote job per attempt key, and per generation across providers", len(problems) == 0,
+		"%d attempts (%d abandoned for a failover), %d remote jobs, at most %d per generation%s",
+		len(attempts), r.Failovers, r.Jobs, worst, firstOf(problems))
 	return nil
 }
 
@@ -460,9 +506,12 @@ func (r *report) print(out io.Writer) {
 	fmt.Fprintf(tw, "total\t%d\n", total)
 	_ = tw.Flush()
 	fmt.Fprintf(out, "\nprocess exits restarted: %v\n", r.Deaths)
-	fmt.Fprintf(out, "tasks: %v; %d attempts, %d remote jobs\n", r.ByStatus, r.Attempts, r.Jobs)
-	if r.SimFaults != "" {
-		fmt.Fprintf(out, "provider faults: %s\n", r.SimFaults)
+	fmt.Fprintf(out, "tasks: %v; %d attempts %v (%d failovers), %d remote jobs %v\n", r.ByStatus, r.Attempts, r.AttemptsBy, r.Failovers, r.Jobs, r.JobsBy)
+	for _, f := range r.SimFaults {
+		fmt.Fprintf(out, "provider faults, %s\n", f)
+	}
+	if r.Review != "" {
+		fmt.Fprintf(out, "content review: %s\n", r.Review)
 	}
 	fmt.Fprintln(out)
 	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -480,4 +529,34 @@ func (r *report) print(out io.Writer) {
 	} else {
 		fmt.Fprintln(out, "\nINVARIANTS BROKEN")
 	}
+}
+
+// checkReview holds the content review's product rule under the faults:
+// review is on from the start, so every success passed an approving review
+// and no output went out unreviewed, whatever the reviewer's outages; every
+// rejection failed its task with the review's code and stopped serving its
+// outputs.
+func (w *world) checkReview(ctx context.Context, r *report) error {
+	var unreviewed, notApproved, rejected, rejectedServed, waited, malformed int
+	err := w.pool.QueryRow(ctx, `SELECT
+			count(*) FILTER (WHERE t.status = 'SUCCEEDED' AND v.task_id IS NULL),
+			count(*) FILTER (WHERE t.status = 'SUCCEEDED' AND v.status IS DISTINCT FROM 'APPROVED'),
+			count(*) FILTER (WHERE t.status = 'FAILED' AND t.error_code = $1 AND v.status = 'REJECTED'),
+			count(*) FILTER (WHERE t.status = 'FAILED' AND t.error_code = $1 AND (v.status IS DISTINCT FROM 'REJECTED'
+				OR EXISTS (SELECT 1 FROM assets a WHERE a.task_id = t.task_id AND a.status <> 'FAILED'))),
+			count(*) FILTER (WHERE v.waiting_since IS NOT NULL),
+			coalesce(sum(v.malformed), 0)
+		FROM generation_tasks t LEFT JOIN task_reviews v USING (task_id)`, task.ErrContentRejected).
+		Scan(&unreviewed, &notApproved, &rejected, &rejectedServed, &waited, &malformed)
+	if err != nil {
+		return err
+	}
+	st := w.reviewer.Stats()
+	r.Review = fmt.Sprintf("%d calls: %d approved, %d rejected, %d 503s, %d 429s, %d malformed, %d refused while down",
+		st.Requests, st.Approved, st.Rejected, st.Errors5xx, st.Throttled, st.Malformed, st.Refused)
+	r.add("every success approved by the content review, every rejection failed and not served",
+		unreviewed == 0 && notApproved == 0 && rejectedServed == 0,
+		"%d successes without a review, %d not approved; %d rejected, %d of them still served or not REJECTED; %d reviews waited on the reviewer (%d malformed answers)",
+		unreviewed, notApproved, rejected, rejectedServed, waited, malformed)
+	return nil
 }

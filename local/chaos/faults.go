@@ -18,14 +18,15 @@ const (
 	faultPostgres = "postgres" // PostgreSQL immediate-mode restart
 	faultRedis    = "redis"    // Redis restart that loses its data
 	faultS3       = "s3"       // S3 server restart
-	faultOutage   = "outage"   // the provider answers 503 to everything for a while
+	faultOutage   = "outage"   // a provider (now and then both) answers 503 to everything for a while
+	faultReviewer = "reviewer" // the content reviewer refuses every connection for a while
 )
 
-var allKinds = strings.Join([]string{faultKill, faultKillBusy, faultPause, faultProxy, faultPostgres, faultRedis, faultS3, faultOutage}, ",")
+var allKinds = strings.Join([]string{faultKill, faultKillBusy, faultPause, faultProxy, faultPostgres, faultRedis, faultS3, faultOutage, faultReviewer}, ",")
 
 // weights make kills common, pauses and outages rarer; service restarts
 // are planned, not drawn.
-var weights = map[string]int{faultKill: 6, faultKillBusy: 6, faultPause: 3, faultProxy: 0, faultPostgres: 0, faultRedis: 0, faultS3: 0, faultOutage: 2}
+var weights = map[string]int{faultKill: 6, faultKillBusy: 6, faultPause: 3, faultProxy: 0, faultPostgres: 0, faultRedis: 0, faultS3: 0, faultOutage: 2, faultReviewer: 1}
 
 // serviceBudget is how often each service is restarted in a run: once per
 // two minutes of faults, at least once, at seeded times.
@@ -70,17 +71,25 @@ func (f *faulter) run(ctx context.Context, window time.Duration) time.Time {
 	end := f.start.Add(window)
 	last := f.start
 	// Every service fault asked for happens, at a seeded time between a
-	// tenth and four fifths of the window; the rest are drawn as they go.
+	// tenth and four fifths of the window, and so does at least one outage
+	// of each dependency outside (the provider's and the reviewer's), so
+	// that even a short run fails over and waits on the review; the rest
+	// are drawn as they go.
 	type planned struct {
 		at   time.Time
 		kind string
 	}
 	var plan []planned
 	for _, k := range f.kinds {
-		if isService(k) {
-			for range serviceBudget(window) {
-				plan = append(plan, planned{f.start.Add(time.Duration(float64(window) * (0.1 + 0.7*f.rng.Float64()))), k})
-			}
+		n := 0
+		switch {
+		case isService(k):
+			n = serviceBudget(window)
+		case k == faultOutage || k == faultReviewer:
+			n = 1
+		}
+		for range n {
+			plan = append(plan, planned{f.start.Add(time.Duration(float64(window) * (0.1 + 0.7*f.rng.Float64()))), k})
 		}
 	}
 	slices.SortFunc(plan, func(a, b planned) int { return a.at.Compare(b.at) })
@@ -189,13 +198,39 @@ func (f *faulter) inject(ctx context.Context, kind string) (time.Time, string) {
 			return time.Now().Add(d), fmt.Sprintf("SIGSTOP %s for %s (invisible time %s), then SIGCONT", p.name, d, sourceInvisible)
 		}
 	case faultOutage:
+		// Mostly Replicate, the first choice, whose outage sends new
+		// generations over to Runway; sometimes Runway; now and then both,
+		// when a generation can only wait.
+		// The first is Replicate's, so that every run fails over.
+		targets := f.w.providers[:1]
+		switch f.rng.IntN(6) {
+		case 0, 1:
+			targets = f.w.providers[1:2]
+		case 2:
+			targets = f.w.providers
+		}
+		if f.counts[faultOutage] == 0 {
+			targets = f.w.providers[:1]
+		}
 		d := time.Duration(5+f.rng.IntN(15)) * time.Second
 		until := time.Now().Add(d)
-		if until.UnixNano() <= f.w.outage.Load() {
+		var names []string
+		for _, p := range targets {
+			if p.outageUntil(until) {
+				names = append(names, p.name)
+			}
+		}
+		if len(names) == 0 {
 			return time.Now(), "" // an outage already lasts longer
 		}
-		f.w.outage.Store(until.UnixNano())
-		return until, fmt.Sprintf("provider outage for %s (every API call answers 503)", d)
+		return until, fmt.Sprintf("%s outage for %s (every API call answers 503)", strings.Join(names, " and "), d)
+	case faultReviewer:
+		d := time.Duration(5+f.rng.IntN(25)) * time.Second
+		until := time.Now().Add(d)
+		if !f.w.reviewerDown(ctx, until) {
+			return time.Now(), ""
+		}
+		return until, fmt.Sprintf("content reviewer down for %s (every call refused; REVIEW_MAX_WAIT %s)", d, reviewMaxWait)
 	case faultProxy, faultPostgres, faultRedis, faultS3:
 		began := time.Now()
 		if err := f.w.services(ctx, "restart-"+kind); err != nil {
@@ -236,7 +271,7 @@ func (f *faulter) busyFunction(ctx context.Context) *proc {
 		if rows.Scan(&status, &n) == nil {
 			stages = append(stages, stepFunctions[status])
 			if status == "MEDIA_PROCESSING" {
-				stages = append(stages, "probe")
+				stages = append(stages, "probe", "review")
 			}
 		}
 	}

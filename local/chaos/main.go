@@ -3,17 +3,19 @@
 // them (the API, two relays, a source adapter per consumer group, a stage
 // function per stage, a DLQ drainer per group, and a reconcile ticker in
 // place of the PingSource), against the real PostgreSQL, Redis, RocketMQ
-// and S3 server of `make services-up`, and the provider simulator with its
-// faults on. A small supervisor restarts whatever dies.
+// and S3 server of `make services-up`, two provider simulators (Replicate
+// first, Runway to fail over to) and the content reviewer's simulator,
+// all with their faults on. A small supervisor restarts whatever dies.
 //
 // While N generations from several tenants run, faults are drawn from a
 // seeded source and printed as they happen: SIGKILL of any process (stage
 // functions while they hold work included), SIGSTOP/SIGCONT pauses longer
 // than the adapters' invisible time, a RocketMQ proxy restart, a
 // PostgreSQL immediate-mode restart, a Redis restart that loses its data,
-// an S3 server restart, and provider outage windows. Then the faults stop,
+// an S3 server restart, provider outage windows (one provider or both),
+// and reviewer outages. Then the faults stop,
 // the system is given time to converge, and the invariants are checked
-// from PostgreSQL, S3 and the simulator. The table it prints ends with
+// from PostgreSQL, S3 and the simulators. The table it prints ends with
 // every invariant and whether it held; the exit status is non-zero when
 // one broke.
 //
@@ -103,6 +105,11 @@ func run(ctx context.Context, o options) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
+	unlock, err := lockBroker(ctx, os.TempDir(), os.Getenv("ROCKETMQ_ENDPOINT"))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	w, err := newWorld(ctx, o)
 	if err != nil {
 		return nil, err

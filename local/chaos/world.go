@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
@@ -20,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aivedio/pipeline/functions/reconcile"
-	"github.com/aivedio/pipeline/local/providersim"
+	"github.com/aivedio/pipeline/local/reviewsim"
 	"github.com/aivedio/pipeline/migrations"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/catalog"
@@ -73,15 +71,17 @@ type world struct {
 	pool     *pgxpool.Pool
 	blob     *blob.Store
 	bucket   string
-	sim      *providersim.Server
-	simURL   string
-	outage   atomic.Int64 // until then (Unix ns) the provider answers 503 to every API call
-	apiURL   string
-	funcURLs map[string]string
-	procs    []*proc
-	script   string // services.sh
-	keys     []string
-	tenants  []string
+	// providers are Replicate's and Runway's simulators, in routing order.
+	providers    []*simProvider
+	reviewer     *reviewsim.Server
+	reviewURL    string
+	reviewOutage atomic.Bool
+	apiURL       string
+	funcURLs     map[string]string
+	procs        []*proc
+	script       string // services.sh
+	keys         []string
+	tenants      []string
 
 	mu    sync.Mutex
 	tasks map[string]string // idempotency key -> task id
@@ -130,7 +130,10 @@ func newWorld(ctx context.Context, o options) (*world, error) {
 	if err := w.createBucket(ctx); err != nil {
 		return nil, err
 	}
-	if err := w.startSimulator(ctx); err != nil {
+	if err := w.startProviders(ctx); err != nil {
+		return nil, err
+	}
+	if err := w.startReviewer(ctx); err != nil {
 		return nil, err
 	}
 	if err := w.createTenants(ctx); err != nil {
@@ -229,62 +232,6 @@ func (w *world) emptyBucket() {
 	}
 }
 
-// startSimulator runs the provider simulator with its faults on, behind a
-// front that answers 503 to every API call during an outage window (the
-// output files are served directly: an outage of the API, not of its CDN).
-func (w *world) startSimulator(ctx context.Context) error {
-	opts := providersim.DefaultOptions()
-	opts.Seed = w.o.Seed
-	opts.Rate429, opts.Rate5xx, opts.RateDrop, opts.RateFail = 0.05, 0.03, 0.03, 0.05
-	opts.OutputNotReady = time.Second
-	opts.JobDurationMin, opts.JobDurationMax = 2*time.Second, 6*time.Second
-	opts.MaxJobs = 10 * max(w.o.N, 100)
-	opts.APIToken = "chaos-token"
-	sim, err := providersim.New(opts, slog.New(slog.DiscardHandler))
-	if err != nil {
-		return err
-	}
-	w.sim = sim
-	w.closed = append(w.closed, func() { _ = sim.Close() })
-	direct, err := sim.Start(ctx, "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	target, err := url.Parse(direct)
-	if err != nil {
-		return err
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	// The simulator's dropped answers must reach the client as what they
-	// are, a connection closed without an answer (accepted or not is
-	// unknown), not as the 502 a proxy would make of them.
-	proxy.ErrorHandler = func(rw http.ResponseWriter, _ *http.Request, _ error) {
-		if conn, _, err := http.NewResponseController(rw).Hijack(); err == nil {
-			_ = conn.Close()
-			return
-		}
-		rw.WriteHeader(http.StatusBadGateway)
-	}
-	front := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if time.Now().UnixNano() < w.outage.Load() && strings.HasPrefix(r.URL.Path, "/v1/") {
-			rw.Header().Set("Content-Type", "application/json")
-			rw.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = rw.Write([]byte(`{"detail":"chaos: provider outage window"}`))
-			return
-		}
-		proxy.ServeHTTP(rw, r)
-	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: front, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	w.closed = append(w.closed, func() { _ = srv.Close() })
-	w.simURL = "http://" + ln.Addr().String()
-	return nil
-}
-
 func (w *world) createTenants(ctx context.Context) error {
 	for i := range max(w.o.Tenants, 1) {
 		err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
@@ -331,9 +278,8 @@ func (w *world) baseEnv() []string {
 		"S3_ACCESS_KEY_ID=" + os.Getenv("S3_ACCESS_KEY_ID"), "S3_SECRET_ACCESS_KEY=" + os.Getenv("S3_SECRET_ACCESS_KEY"),
 		"FFMPEG_PATH=" + envOr("FFMPEG_PATH", "ffmpeg"), "FFPROBE_PATH=" + envOr("FFPROBE_PATH", "ffprobe"),
 		"LOG_FORMAT=json",
-		"PROVIDER_NAME=replicate", "PROVIDER_BASE_URL=" + w.simURL, "PROVIDER_API_TOKEN=chaos-token",
-		"PROVIDER_WEBHOOK_SECRET=" + w.sim.WebhookSecret(),
 	}
+	env = append(append(env, w.providerEnv()...), w.reviewEnv()...)
 	for k, v := range chaosJourney {
 		env = append(env, k+"="+v)
 	}
@@ -348,7 +294,7 @@ func (w *world) startAll(ctx context.Context) error {
 		return err
 	}
 	w.apiURL = fmt.Sprintf("http://127.0.0.1:%d", apiPort)
-	base := append(w.baseEnv(), "PROVIDER_CALLBACK_URL="+w.apiURL+"/v1/provider-callbacks/replicate")
+	base := append(w.baseEnv(), "PROVIDER_CALLBACK_URL="+w.apiURL+"/v1/provider-callbacks/{provider}")
 	var apiOps int
 	add := func(name, kind, bin string, args []string, env ...string) error {
 		ops, err := freePort()
