@@ -51,6 +51,10 @@ var chaosJourney = map[string]string{
 	"SLOT_LEASE":            "5m",
 	"PROVIDER_TIMEOUT":      "5s",
 	"PROVIDER_BREAKER_OPEN": "3s",
+	// Renders in two chunks (a 3.5 s timeline), and a claim a killed or
+	// paused render function held runs out within the run.
+	"RENDER_CHUNK": "2s",
+	"RENDER_LEASE": "20s",
 }
 
 // The adapters' delivery settings: a pause longer than sourceInvisible
@@ -83,8 +87,9 @@ type world struct {
 	keys     []string
 	tenants  []string
 
-	mu    sync.Mutex
-	tasks map[string]string // idempotency key -> task id
+	mu      sync.Mutex
+	tasks   map[string]string // idempotency key -> task id
+	renders map[string]string // idempotency key -> render id
 
 	ticker context.CancelFunc
 	keep   bool
@@ -92,7 +97,7 @@ type world struct {
 }
 
 func newWorld(ctx context.Context, o options) (*world, error) {
-	w := &world{o: o, funcURLs: map[string]string{}, tasks: map[string]string{}}
+	w := &world{o: o, funcURLs: map[string]string{}, tasks: map[string]string{}, renders: map[string]string{}}
 	ok := false
 	defer func() {
 		if !ok {
