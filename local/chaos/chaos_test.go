@@ -65,6 +65,7 @@ func TestReportHoldsOnlyWhenEveryInvariantHeld(t *testing.T) {
 	r.print(&out)
 	require.Contains(t, out.String(), "INVARIANTS BROKEN")
 	require.Contains(t, out.String(), "2 broken")
+	require.Contains(t, out.String(), "renders: map[]; 0 reused")
 }
 
 func TestRenderClipChoice(t *testing.T) {
