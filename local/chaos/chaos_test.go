@@ -66,6 +66,54 @@ func TestReportHoldsOnlyWhenEveryInvariantHeld(t *testing.T) {
 	r.print(&out)
 	require.Contains(t, out.String(), "INVARIANTS BROKEN")
 	require.Contains(t, out.String(), "2 broken")
+	require.Contains(t, out.String(), "renders: map[]; 0 reused")
+}
+
+func TestRenderClipChoice(t *testing.T) {
+	t.Parallel()
+	used := map[[2]string]bool{}
+	_, ok := pickClips([]string{"a"}, used)
+	require.False(t, ok, "one clip makes no pair")
+
+	clips := []string{"a", "b", "c"}
+	var got [][2]string
+	for range 4 {
+		p, ok := pickClips(clips, used)
+		require.True(t, ok)
+		used[p] = true
+		got = append(got, p)
+	}
+	// The newest pair first, each pair once, then the newest again.
+	require.Equal(t, [][2]string{{"b", "c"}, {"a", "c"}, {"a", "b"}, {"b", "c"}}, got)
+	// A new clip makes new pairs again.
+	p, _ := pickClips(append(clips, "d"), used)
+	require.Equal(t, [2]string{"c", "d"}, p)
+}
+
+func TestRenderTenantAndRepeats(t *testing.T) {
+	t.Parallel()
+	clips := [][]string{{"a", "b"}, {"c"}, {}, {"d", "e", "f"}}
+	for _, c := range []struct{ turn, want int }{{0, 0}, {1, 3}, {2, 3}, {3, 3}} {
+		got, ok := chooseTenant(c.turn, clips)
+		require.True(t, ok)
+		require.Equal(t, c.want, got, "turn %d", c.turn)
+	}
+	_, ok := chooseTenant(1, [][]string{{"a"}, {}})
+	require.False(t, ok, "no tenant has two clips yet")
+
+	var repeats []int
+	for i := range 12 {
+		if j := repeatOf(i); j >= 0 {
+			require.Equal(t, i-2, j)
+			repeats = append(repeats, i)
+		}
+	}
+	require.Equal(t, []int{2, 8}, repeats, "two repeats in the long run's twelve renders")
+	require.Equal(t, 3, defaultRenders(40))
+	t0 := time.Now()
+	require.Equal(t, t0.Add(20*time.Second), nextDue(t0, t0.Add(time.Second), 20*time.Second), "on time: the next slot")
+	require.Equal(t, t0.Add(100*time.Second), nextDue(t0, t0.Add(90*time.Second), 20*time.Second), "late: half a gap later")
+	require.Equal(t, 12, defaultRenders(300))
 }
 
 // TestOneRunPerBroker: a second run on the same broker waits for the

@@ -40,6 +40,8 @@ type report struct {
 	Deaths     map[string]int // process exits the supervisor did not ask for, by kind
 	Converged  time.Duration  // from the end of the last fault until every task was terminal and settled
 	ByStatus   map[string]int
+	Renders    map[string]int // renders by status
+	Reused     int            // renders that ended with an output stored before
 	Attempts   int
 	AttemptsBy map[string]int // by provider
 	Failovers  int            // attempts abandoned to another provider
@@ -78,27 +80,32 @@ func (w *world) report() *report {
 	for _, p := range w.procs {
 		deaths[p.kind] += p.deathCount()
 	}
-	return &report{Seed: w.o.Seed, N: w.o.N, RunDir: w.runDir, Database: w.database, Deaths: deaths, ByStatus: map[string]int{}}
+	return &report{Seed: w.o.Seed, N: w.o.N, RunDir: w.runDir, Database: w.database, Deaths: deaths, ByStatus: map[string]int{},
+		Renders: map[string]int{}}
 }
 
-// converge waits until every task is terminal, no outbox row waits and no
-// terminal task holds its reservation, and says how long that took after
-// lastFault.
+// converge waits until every task and render is terminal, no outbox row
+// waits and no terminal task or render holds its reservation, and says how
+// long that took after lastFault.
 func (w *world) converge(ctx context.Context, lastFault time.Time, within time.Duration) (time.Duration, error) {
 	deadline := time.Now().Add(within)
-	var open, unpublished, held int
+	var open, unpublished, held, rendering, renderHeld int
 	for {
 		err := w.pool.QueryRow(ctx, `SELECT
 				(SELECT count(*) FROM generation_tasks WHERE NOT status = ANY($1)),
 				(SELECT count(*) FROM outbox_events WHERE published_at IS NULL),
 				(SELECT count(*) FROM credit_reservations r JOIN generation_tasks t USING (task_id)
-					WHERE r.status = 'HELD' AND t.status <> 'NEEDS_ATTENTION')`, terminalStates).Scan(&open, &unpublished, &held)
-		if err == nil && open == 0 && unpublished == 0 && held == 0 {
+					WHERE r.status = 'HELD' AND t.status <> 'NEEDS_ATTENTION'),
+				(SELECT count(*) FROM render_jobs WHERE NOT status = ANY($2)),
+				(SELECT count(*) FROM credit_reservations r JOIN render_jobs j USING (render_job_id)
+					WHERE r.status = 'HELD' AND j.status = ANY($2))`, terminalStates, renderTerminal).
+			Scan(&open, &unpublished, &held, &rendering, &renderHeld)
+		if err == nil && open == 0 && unpublished == 0 && held == 0 && rendering == 0 && renderHeld == 0 {
 			return max(time.Since(lastFault), 0), nil
 		}
 		if time.Now().After(deadline) {
-			fmt.Printf("chaos: not converged %s after the last fault: %d tasks not terminal, %d outbox rows unpublished, %d reservations held\n",
-				within, open, unpublished, held)
+			fmt.Printf("chaos: not converged %s after the last fault: %d tasks and %d renders not terminal, %d outbox rows unpublished, %d reservations held by tasks, %d by finished renders\n",
+				within, open, rendering, unpublished, held, renderHeld)
 			return -1, nil
 		}
 		select {
@@ -119,7 +126,7 @@ func (w *world) check(ctx context.Context, r *report) error {
 		r.add("converged after the last fault", false, "not within %s", w.o.Converge)
 	}
 	for _, step := range []func(context.Context, *report) error{
-		w.checkTerminal, w.checkSettlement, w.checkObjects, w.checkReview, w.checkRemoteJobs, w.checkOutbox, w.checkInbox, w.checkQuarantine,
+		w.checkTerminal, w.checkSettlement, w.checkObjects, w.checkReview, w.checkRenders, w.checkRemoteJobs, w.checkOutbox, w.checkInbox, w.checkQuarantine,
 	} {
 		if err := step(ctx, r); err != nil {
 			return err
@@ -374,18 +381,22 @@ const inboxWait = time.Minute
 // its effect is a publish to Redis, at most once by design (the stream
 // client drops repeats by version), so it is left out. An event still due
 // in the future (a delayed poll of a task that ended meanwhile) is not yet
-// anyone's to apply and is counted apart.
+// anyone's to apply and is counted apart. So is a render chunk ask the
+// render stage acknowledged without an inbox row by design (another
+// delivery held the chunk's claim, or its own claim ran out while it was
+// paused) whose render SUCCEEDED: that chunk's effect was recorded under
+// the ask that claimed it (see heldChunkAsks).
 func (w *world) checkInbox(ctx context.Context, r *report) error {
 	deadline := time.Now().Add(inboxWait)
 	for {
-		missing, checked, future, err := w.inboxGaps(ctx)
+		missing, checked, future, held, err := w.inboxGaps(ctx)
 		if err != nil {
 			return err
 		}
 		if len(missing) == 0 || time.Now().After(deadline) {
 			r.add("every published event applied once by each of its consumer groups", len(missing) == 0,
-				"%d deliveries checked against the inbox and the quarantine (notify, which keeps no inbox, left out; %d still due later)%s",
-				checked, future, firstOf(missing))
+				"%d deliveries checked against the inbox and the quarantine (notify, which keeps no inbox, left out; %d still due later; %s)%s",
+				checked, future, heldChunkNote(held), firstOf(missing))
 			return nil
 		}
 		select {
@@ -396,21 +407,25 @@ func (w *world) checkInbox(ctx context.Context, r *report) error {
 	}
 }
 
-func (w *world) inboxGaps(ctx context.Context) (missing []string, checked, future int, err error) {
+func (w *world) inboxGaps(ctx context.Context) (missing []string, checked, future, held int, err error) {
 	seen := map[string]bool{}
 	rows, err := w.pool.Query(ctx, `SELECT consumer_name || '/' || event_id FROM inbox_dedup
 		UNION SELECT consumer_name || '/' || event_id FROM message_quarantine WHERE event_id IS NOT NULL`)
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, 0, 0, 0, err
 	}
 	var k string
 	if _, err := pgx.ForEachRow(rows, []any{&k}, func() error { seen[k] = true; return nil }); err != nil {
-		return nil, 0, 0, err
+		return nil, 0, 0, 0, err
+	}
+	heldChunks, err := w.heldChunkAsks(ctx)
+	if err != nil {
+		return nil, 0, 0, 0, err
 	}
 	rows, err = w.pool.Query(ctx, `SELECT event_id::text, topic, tag, coalesce(deliver_at > now() - interval '5 seconds', false)
 		FROM outbox_events WHERE published_at IS NOT NULL`)
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, 0, 0, 0, err
 	}
 	var id, topic, tag string
 	var later bool
@@ -429,13 +444,17 @@ func (w *world) inboxGaps(ctx context.Context) (missing []string, checked, futur
 				continue
 			}
 			checked++
-			if !seen[g.Name+"/"+id] {
+			switch {
+			case seen[g.Name+"/"+id]:
+			case g.Name == catalog.GroupRender.Name && heldChunks[id]:
+				held++
+			default:
 				missing = append(missing, fmt.Sprintf("%s never applied %s (%s %s)", g.Name, id, topic, tag))
 			}
 		}
 		return nil
 	})
-	return missing, checked, future, err
+	return missing, checked, future, held, err
 }
 
 // checkQuarantine explains every quarantine row. Under these faults the
@@ -507,6 +526,7 @@ func (r *report) print(out io.Writer) {
 	_ = tw.Flush()
 	fmt.Fprintf(out, "\nprocess exits restarted: %v\n", r.Deaths)
 	fmt.Fprintf(out, "tasks: %v; %d attempts %v (%d failovers), %d remote jobs %v\n", r.ByStatus, r.Attempts, r.AttemptsBy, r.Failovers, r.Jobs, r.JobsBy)
+	fmt.Fprintf(out, "renders: %v; %d reused\n", r.Renders, r.Reused)
 	for _, f := range r.SimFaults {
 		fmt.Fprintf(out, "provider faults, %s\n", f)
 	}

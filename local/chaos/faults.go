@@ -12,7 +12,7 @@ import (
 // The fault kinds.
 const (
 	faultKill     = "kill"     // SIGKILL of any process
-	faultKillBusy = "killbusy" // SIGKILL of a stage function while tasks are in its step
+	faultKillBusy = "killbusy" // SIGKILL of a stage function while tasks (or renders) are in its step
 	faultPause    = "pause"    // SIGSTOP past the invisible time, then SIGCONT
 	faultProxy    = "proxy"    // RocketMQ proxy restart
 	faultPostgres = "postgres" // PostgreSQL immediate-mode restart
@@ -249,37 +249,53 @@ var serviceName = map[string]string{
 	faultS3:       "S3 server",
 }
 
-// stepFunctions are the stages that hold a task's work in a state.
+// stepFunctions are the stages that hold a task's work in a state (a
+// render's RENDERING is the render function's, see busyFunction).
 var stepFunctions = map[string]string{
 	"SUBMITTING": "submit", "FETCHING": "fetch", "MEDIA_PROCESSING": "transcode", "PROVIDER_RUNNING": "poll", "RECONCILING": "reconcile",
 }
 
-// busyFunction is the function of the step most tasks are in now.
+// busyFunction is the function of the step most tasks are in now, or
+// the render function while a render is RENDERING: the few renders would
+// never outnumber the tasks of a step, so one in RENDERING takes the kill
+// one time in three (mid-chunk, mostly).
 func (f *faulter) busyFunction(ctx context.Context) *proc {
 	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	rows, err := f.w.pool.Query(qctx, `SELECT status, count(*) FROM generation_tasks
-		WHERE status IN ('SUBMITTING', 'FETCHING', 'MEDIA_PROCESSING', 'PROVIDER_RUNNING', 'RECONCILING') GROUP BY status ORDER BY count(*) DESC`)
+		WHERE status IN ('SUBMITTING', 'FETCHING', 'MEDIA_PROCESSING', 'PROVIDER_RUNNING', 'RECONCILING') GROUP BY status
+		UNION ALL SELECT 'RENDERING', count(*) FROM render_jobs WHERE status = 'RENDERING' HAVING count(*) > 0
+		ORDER BY 2 DESC`)
 	if err != nil {
 		return nil
 	}
 	defer rows.Close()
 	var stages []string
+	rendering := false
 	for rows.Next() {
 		var status string
 		var n int
 		if rows.Scan(&status, &n) == nil {
+			if status == "RENDERING" {
+				rendering = true
+				continue
+			}
 			stages = append(stages, stepFunctions[status])
 			if status == "MEDIA_PROCESSING" {
 				stages = append(stages, "probe", "review")
 			}
 		}
 	}
-	if len(stages) == 0 {
+	var stage string
+	switch {
+	case rendering && (len(stages) == 0 || f.rng.IntN(3) == 0):
+		stage = "render"
+	case len(stages) == 0:
 		return nil
+	default:
+		// The busiest step, or now and then the next ones.
+		stage = stages[min(f.rng.IntN(3), len(stages)-1)]
 	}
-	// The busiest step, or now and then the next ones.
-	stage := stages[min(f.rng.IntN(3), len(stages)-1)]
 	for _, p := range f.w.procs {
 		if p.name == "function-"+stage {
 			return p

@@ -26,7 +26,7 @@ func (w *world) startLoad(ctx context.Context) <-chan error {
 			apiKey := w.keys[i%len(w.keys)]
 			body, _ := json.Marshal(map[string]any{"model": model, "prompt": fmt.Sprintf("chaos generation %d", i),
 				"duration_seconds": 4, "resolution": "1280x720"})
-			id, err := createUntilAccepted(ctx, client, w.apiURL, apiKey, key, body)
+			id, err := sendUntilAccepted(ctx, client, w.apiURL, apiKey, apiCall{path: "/v1/generations", key: key, body: body, id: "task_id"})
 			if err != nil {
 				out <- fmt.Errorf("generation %d: %w", i, err)
 				return
@@ -50,32 +50,47 @@ func (w *world) startLoad(ctx context.Context) <-chan error {
 // any fault the run injects lasts.
 const acceptTimeout = 3 * time.Minute
 
-func createUntilAccepted(ctx context.Context, client *http.Client, apiURL, apiKey, key string, body []byte) (string, error) {
+// apiCall is one create the load sends until the API accepts it.
+type apiCall struct {
+	path string // where it is POSTed
+	key  string // its Idempotency-Key; "" sends none
+	body []byte
+	id   string // the answer's field that names what was made (task_id, render_id, ...)
+}
+
+// sendUntilAccepted POSTs c until the API accepts it (a 2xx naming what
+// was made) and returns that id. No answer, a 5xx or a 429 (the API was
+// killed, PostgreSQL restarted, the API shed it) is sent again after half
+// a second; any other 4xx is a refusal and an error.
+func sendUntilAccepted(ctx context.Context, client *http.Client, apiURL, apiKey string, c apiCall) (string, error) {
 	deadline := time.Now().Add(acceptTimeout)
 	var last string
 	for time.Now().Before(deadline) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, apiURL+"/v1/generations", bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, apiURL+c.path, bytes.NewReader(c.body))
 		if err != nil {
 			return "", err
 		}
 		req.Header.Set("Authorization", "Bearer "+apiKey)
-		req.Header.Set("Idempotency-Key", key)
+		if c.key != "" {
+			req.Header.Set("Idempotency-Key", c.key)
+		}
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
 		if err == nil {
-			var got struct {
-				TaskID string `json:"task_id"`
-				Error  struct{ Code, Message string }
-			}
+			var got map[string]json.RawMessage
 			_ = json.NewDecoder(resp.Body).Decode(&got)
 			_ = resp.Body.Close()
+			var id string
+			_ = json.Unmarshal(got[c.id], &id)
+			var apiErr struct{ Code, Message string }
+			_ = json.Unmarshal(got["error"], &apiErr)
 			switch {
-			case (resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusOK) && got.TaskID != "":
-				return got.TaskID, nil
+			case resp.StatusCode/100 == 2 && id != "":
+				return id, nil
 			case resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests:
-				return "", fmt.Errorf("the API refused it: %d %s: %s", resp.StatusCode, got.Error.Code, got.Error.Message)
+				return "", fmt.Errorf("the API refused POST %s: %d %s: %s", c.path, resp.StatusCode, apiErr.Code, apiErr.Message)
 			}
-			last = fmt.Sprintf("%d %s", resp.StatusCode, got.Error.Code)
+			last = fmt.Sprintf("%d %s", resp.StatusCode, apiErr.Code)
 		} else {
 			last = err.Error()
 		}
@@ -85,7 +100,7 @@ func createUntilAccepted(ctx context.Context, client *http.Client, apiURL, apiKe
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	return "", fmt.Errorf("not accepted within %s; last answer: %s", acceptTimeout, last)
+	return "", fmt.Errorf("POST %s not accepted within %s; last answer: %s", c.path, acceptTimeout, last)
 }
 
 // taskIDs are the tasks the run created.

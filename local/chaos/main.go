@@ -7,10 +7,11 @@
 // first, Runway to fail over to) and the content reviewer's simulator,
 // all with their faults on. A small supervisor restarts whatever dies.
 //
-// While N generations from several tenants run, faults are drawn from a
-// seeded source and printed as they happen: SIGKILL of any process (stage
-// functions while they hold work included), SIGSTOP/SIGCONT pauses longer
-// than the adapters' invisible time, a RocketMQ proxy restart, a
+// While N generations and R renders (each a timeline of two of its
+// tenant's generated clips) from several tenants run, faults are drawn
+// from a seeded source and printed as they happen: SIGKILL of any process
+// (stage functions while they hold work included), SIGSTOP/SIGCONT pauses
+// longer than the adapters' invisible time, a RocketMQ proxy restart, a
 // PostgreSQL immediate-mode restart, a Redis restart that loses its data,
 // an S3 server restart, provider outage windows (one provider or both),
 // and reviewer outages. Then the faults stop,
@@ -19,7 +20,7 @@
 // every invariant and whether it held; the exit status is non-zero when
 // one broke.
 //
-//	make chaos                                   the long run (300 generations)
+//	make chaos                                   the long run (300 generations, 12 renders)
 //	go run ./local/chaos -n 40 -faults 75s       the short run make test does
 //
 // It needs the services' environment (source /tmp/aivedio-services/env)
@@ -69,6 +70,7 @@ func main() {
 // options are the run's knobs.
 type options struct {
 	N        int           // generations
+	Renders  int           // renders; negative: defaultRenders(N)
 	Tenants  int           // tenants they are spread over
 	Seed     int64         // every random choice; 0 picks one from the clock (printed)
 	Faults   time.Duration // how long faults are injected
@@ -80,12 +82,13 @@ type options struct {
 }
 
 func defaultOptions() options {
-	return options{N: 300, Tenants: 5, Faults: 4 * time.Minute, Every: 4 * time.Second, Converge: 5 * time.Minute,
+	return options{N: 300, Renders: -1, Tenants: 5, Faults: 4 * time.Minute, Every: 4 * time.Second, Converge: 5 * time.Minute,
 		Kinds: allKinds}
 }
 
 func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.N, "n", o.N, "generations to run")
+	fs.IntVar(&o.Renders, "renders", o.Renders, "renders to run, each of two generated clips (negative: max(3, n/25), 12 for 300 generations)")
 	fs.IntVar(&o.Tenants, "tenants", o.Tenants, "tenants the generations are spread over")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed of every random choice (0: from the clock; the run prints it)")
 	fs.DurationVar(&o.Faults, "faults", o.Faults, "how long faults are injected")
@@ -101,6 +104,9 @@ func run(ctx context.Context, o options) (*report, error) {
 	if o.Seed == 0 {
 		o.Seed = time.Now().UnixNano() % 1_000_000
 	}
+	if o.Renders < 0 {
+		o.Renders = defaultRenders(o.N)
+	}
 	kinds, err := parseKinds(o.Kinds)
 	if err != nil {
 		return nil, err
@@ -115,8 +121,8 @@ func run(ctx context.Context, o options) (*report, error) {
 		return nil, err
 	}
 	defer w.close()
-	fmt.Printf("chaos: seed %d, %d generations over %d tenants, faults for %s (%s), logs in %s\n",
-		o.Seed, o.N, o.Tenants, o.Faults, o.Kinds, w.runDir)
+	fmt.Printf("chaos: seed %d, %d generations and %d renders over %d tenants, faults for %s (%s), logs in %s\n",
+		o.Seed, o.N, o.Renders, o.Tenants, o.Faults, o.Kinds, w.runDir)
 
 	// Whatever fails from here keeps the logs and the database.
 	w.keep = true
@@ -124,10 +130,14 @@ func run(ctx context.Context, o options) (*report, error) {
 		return w.report(), err
 	}
 	load := w.startLoad(ctx)
+	renders := w.startRenders(ctx)
 	f := newFaulter(w, kinds, o.Seed, o.Every)
 	lastFault := f.run(ctx, o.Faults)
 	if err := <-load; err != nil {
 		return w.report(), fmt.Errorf("load: %w", err)
+	}
+	if err := <-renders; err != nil {
+		return w.report(), fmt.Errorf("renders: %w", err)
 	}
 	converged, err := w.converge(ctx, lastFault, o.Converge)
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -49,6 +50,10 @@ var chaosJourney = map[string]string{
 	"SLOT_LEASE":            "5m",
 	"PROVIDER_TIMEOUT":      "5s",
 	"PROVIDER_BREAKER_OPEN": "3s",
+	// Renders in two chunks (a 3.5 s timeline), and a claim a killed or
+	// paused render function held runs out within the run.
+	"RENDER_CHUNK": "2s",
+	"RENDER_LEASE": "20s",
 }
 
 // The adapters' delivery settings: a pause longer than sourceInvisible
@@ -83,8 +88,9 @@ type world struct {
 	keys         []string
 	tenants      []string
 
-	mu    sync.Mutex
-	tasks map[string]string // idempotency key -> task id
+	mu      sync.Mutex
+	tasks   map[string]string // idempotency key -> task id
+	renders map[string]string // idempotency key -> render id
 
 	ticker context.CancelFunc
 	keep   bool
@@ -92,7 +98,7 @@ type world struct {
 }
 
 func newWorld(ctx context.Context, o options) (*world, error) {
-	w := &world{o: o, funcURLs: map[string]string{}, tasks: map[string]string{}}
+	w := &world{o: o, funcURLs: map[string]string{}, tasks: map[string]string{}, renders: map[string]string{}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -247,14 +253,56 @@ func (w *world) createTenants(ctx context.Context) error {
 	return nil
 }
 
-// freePort asks the kernel for a port nobody listens on.
+// freePort picks a port nobody listens on, below the kernel's ephemeral
+// range: a port the kernel picks for ":0" comes from the range outgoing
+// connections take theirs from, and with the hundreds of connections a run
+// keeps open, one can take it before the process it was meant for binds.
+// A port is handed out once per run.
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	const lo = 20000
+	hi := ephemeralStart()
+	if hi-lo < 1000 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		defer func() { _ = ln.Close() }()
+		return ln.Addr().(*net.TCPAddr).Port, nil
 	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 500 {
+		port := lo + rand.IntN(hi-lo)
+		if handedOut.ports[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		_ = ln.Close()
+		handedOut.ports[port] = true
+		return port, nil
+	}
+	return 0, fmt.Errorf("no free port between %d and %d", lo, hi)
+}
+
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// ephemeralStart is the first port of the kernel's ephemeral range.
+func ephemeralStart() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	var start, end int
+	if _, err := fmt.Sscan(string(b), &start, &end); err != nil {
+		return 32768
+	}
+	return start
 }
 
 func envOr(name, def string) string {
