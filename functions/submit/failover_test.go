@@ -2,6 +2,7 @@ package submit_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/aivedio/pipeline/functions/submit"
 	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/task"
 )
@@ -266,6 +268,22 @@ func TestAProviderWithoutKeysIsNeverSentASubmitTwice(t *testing.T) {
 	})
 }
 
+// halfOpenFirst routes b's task to b.fake as "one", then to a second
+// provider "two", each behind a breaker that one outage opens for 50 ms,
+// and delivers the task's submit: the first answers it with an outage.
+func halfOpenFirst(t *testing.T, b *testBundle) (first provider.Client, second *fakeProvider) {
+	t.Helper()
+	second = &fakeProvider{answer: accepted}
+	breaker := provider.BreakerSettings{Failures: 1, Open: 50 * time.Millisecond}
+	first = provider.WithBreaker(namedFake{b.fake, "one"}, breaker)
+	set, err := provider.NewSet([]provider.Client{first, provider.WithBreaker(namedFake{second, "two"}, breaker)},
+		provider.Routes{b.task.Model: {{Provider: "one", Model: "m1"}, {Provider: "two", Model: "m2"}}}, nil)
+	require.NoError(t, err)
+	b.fn = submit.New(submit.Params{Pool: b.pool, Providers: set, Journey: journey, Timeout: time.Second})
+	require.NoError(t, b.deliver(t, uuid.NewString())) // a 503 opens the first circuit
+	return first, second
+}
+
 // TestAHalfOpenCircuitDoesNotHoldARefusedAttempt: the first provider's
 // circuit half-opens for one trial, but while the second is healthy a task
 // whose attempt made no job goes there rather than wait on the trial.
@@ -274,24 +292,18 @@ func TestAHalfOpenCircuitDoesNotHoldARefusedAttempt(t *testing.T) {
 	b := setup(t, func(int) (provider.Job, error) {
 		return provider.Job{}, &provider.Error{Class: provider.ClassUnavailable, StatusCode: http.StatusServiceUnavailable}
 	})
-	second := &fakeProvider{answer: accepted}
-	breaker := provider.BreakerSettings{Failures: 1, Open: 50 * time.Millisecond}
-	first := provider.WithBreaker(namedFake{b.fake, "one"}, breaker)
-	set, err := provider.NewSet([]provider.Client{first, provider.WithBreaker(namedFake{second, "two"}, breaker)},
-		provider.Routes{b.task.Model: {{Provider: "one", Model: "m1"}, {Provider: "two", Model: "m2"}}}, nil)
-	require.NoError(t, err)
-	b.fn = submit.New(submit.Params{Pool: b.pool, Providers: set, Journey: journey, Timeout: time.Second})
-	require.NoError(t, b.deliver(t, uuid.NewString())) // a 503 opens the first circuit
+	first, second := halfOpenFirst(t, b)
 	require.Equal(t, task.WaitingRetry, b.reload(t).Status)
 	require.Eventually(t, func() bool { return provider.BreakerState(first) == "half-open" }, 5*time.Second, 10*time.Millisecond)
 
-	_, err = b.pool.Exec(t.Context(), `UPDATE generation_tasks SET next_retry_at = now()`)
+	_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET next_retry_at = now()`)
 	require.NoError(t, err)
 	require.NoError(t, b.deliverScheduled(t))
 	got := b.reload(t)
 	require.Equal(t, task.ProviderRunning, got.Status)
 	require.Equal(t, "two", got.Provider)
 	require.Len(t, b.fake.keys, 1, "no trial call spent on this task")
+	require.Len(t, second.keys, 1)
 }
 
 // blockingProvider answers Submit only once release is closed.
@@ -341,4 +353,51 @@ func onlyAttempt(t *testing.T, b *testBundle) attempt.Attempt {
 	require.NoError(t, err)
 	require.Len(t, as, 1)
 	return as[0]
+}
+
+// TestThePreferredProviderGetsItsTrafficBack: once the first provider's
+// circuit half-opens, a new task makes its trial call there rather than
+// go to the healthy second provider, and the answer closes the circuit:
+// the task refused before goes back to it too. Behind a closed second
+// provider, a half-open circuit that waited its turn would never be tried
+// again.
+func TestThePreferredProviderGetsItsTrafficBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(n int) (provider.Job, error) {
+		if n == 1 {
+			return provider.Job{}, &provider.Error{Class: provider.ClassUnavailable, StatusCode: http.StatusServiceUnavailable}
+		}
+		return provider.Job{ID: fmt.Sprintf("job-%d", n), Status: provider.StatusQueued}, nil
+	})
+	first, second := halfOpenFirst(t, b)
+	refused := b.task
+	require.Equal(t, task.WaitingRetry, b.reload(t).Status)
+	require.Eventually(t, func() bool { return provider.BreakerState(first) == "half-open" }, 5*time.Second, 10*time.Millisecond)
+
+	b.task = stagetest.NewTask(t, b.pool, nil)
+	require.NoError(t, b.deliver(t, uuid.NewString()))
+	got := b.reload(t)
+	require.Equal(t, task.ProviderRunning, got.Status)
+	require.Equal(t, "one", got.Provider, "the trial call goes to the preferred provider")
+	require.Equal(t, "closed", provider.BreakerState(first), "its answer closed the circuit")
+
+	b.task = refused
+	_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET next_retry_at = now() WHERE task_id = $1`, refused.ID)
+	require.NoError(t, err)
+	evs := stagetest.StoredEvents(t, b.pool, catalog.EventSubmitRequested)
+	var resubmit *outbox.Stored
+	for i := range evs {
+		if evs[i].Envelope.AggregateID == refused.ID.String() {
+			resubmit = &evs[i]
+		}
+	}
+	require.NotNil(t, resubmit, "the refused task's resubmit")
+	ce, err := resubmit.Envelope.ToCloudEvent()
+	require.NoError(t, err)
+	_, err = b.fn.Handle(t.Context(), ce)
+	require.NoError(t, err)
+	got = b.reload(t)
+	require.Equal(t, task.ProviderRunning, got.Status)
+	require.Equal(t, "one", got.Provider, "the task refused there before goes back to it too")
+	require.Empty(t, second.keys, "nothing went to the second provider")
 }

@@ -302,6 +302,12 @@ func (s *submitter) route(ctx context.Context, t task.Task, kept *attempt.Attemp
 		}
 	}
 	cands, unfit := s.Providers.Candidates(t.Model, s.request(t, attempt.Attempt{}))
+	if kept != nil && !keptTried {
+		// The attempt's provider refused it and is not healthy yet: its
+		// trial call is for a task that has not been refused, and this one
+		// goes to a closed provider first.
+		cands = lastly(cands, kept.Provider)
+	}
 	for _, c := range cands {
 		if keptTried && c.Provider == kept.Provider {
 			continue
@@ -325,6 +331,20 @@ func (s *submitter) route(ctx context.Context, t task.Task, kept *attempt.Attemp
 		return pick{unfit: strings.Join(unfit, "; ")}, "", nil
 	}
 	return pick{floor: floor}, reason(), nil
+}
+
+// lastly moves provider's candidates behind the others, in order.
+func lastly(cands []provider.Candidate, name string) []provider.Candidate {
+	out := make([]provider.Candidate, 0, len(cands))
+	var later []provider.Candidate
+	for _, c := range cands {
+		if c.Provider == name {
+			later = append(later, c)
+			continue
+		}
+		out = append(out, c)
+	}
+	return append(out, later...)
 }
 
 // unroutable fails a task no configured provider can serve: retrying

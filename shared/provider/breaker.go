@@ -89,8 +89,16 @@ func (b *breaker) Cancel(ctx context.Context, jobID string) (Job, error) {
 }
 
 // State is the circuit's state now: "closed", "half-open" or "open". An
-// open circuit whose pause has ended reads half-open.
-func (b *breaker) State() string { return b.cb.State().String() }
+// open circuit whose pause has ended reads half-open until its one trial
+// call starts, and open while that call is under way: every other call
+// would be refused until it ends.
+func (b *breaker) State() string {
+	st := b.cb.State()
+	if st == gobreaker.StateHalfOpen && b.cb.Counts().Requests > 0 {
+		return gobreaker.StateOpen.String()
+	}
+	return st.String()
+}
 
 // BreakerPause is how long c's circuit stays open once it opens (the wait
 // before its trial call); 0 for a client without a breaker.

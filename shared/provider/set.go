@@ -159,13 +159,15 @@ type Candidate struct {
 
 // Candidates are the model's routes a new attempt may go to, in the order
 // to try them: providers that cannot serve the request are left out (see
-// [Capable]), then those with a closed circuit in route order, then those
-// half-open (one trial call each may go through). Routes whose circuit is
-// open come last: the caller tries them only when nothing else is left,
-// and their breaker refuses at once. unfit explains each route left out,
-// for a task no provider can serve.
+// [Capable]), then those whose circuit is closed or half-open in route
+// order, and those whose circuit is open last: the caller tries them only
+// when nothing else is left, and their breaker refuses at once. A
+// half-open circuit keeps its place, so that the preferred provider gets
+// its one trial call and, once it answers, its traffic back: behind a
+// healthy second provider it would never be tried again. unfit explains
+// each route left out, for a task no provider can serve.
 func (s *Set) Candidates(model string, req SubmitRequest) (out []Candidate, unfit []string) {
-	var halfOpen, open []Candidate
+	var open []Candidate
 	for _, r := range s.Routes(model) {
 		c := s.clients[r.Provider]
 		if capable, ok := c.(Capable); ok {
@@ -177,16 +179,13 @@ func (s *Set) Candidates(model string, req SubmitRequest) (out []Candidate, unfi
 			}
 		}
 		cand := Candidate{Route: r, Client: c, Breaker: BreakerState(c)}
-		switch cand.Breaker {
-		case "open":
+		if cand.Breaker == "open" {
 			open = append(open, cand)
-		case "half-open":
-			halfOpen = append(halfOpen, cand)
-		default:
-			out = append(out, cand)
+			continue
 		}
+		out = append(out, cand)
 	}
-	return append(append(out, halfOpen...), open...), unfit
+	return append(out, open...), unfit
 }
 
 // BreakerState is the state of c's circuit breaker ([WithBreaker]):

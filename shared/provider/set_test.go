@@ -1,6 +1,7 @@
 package provider_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"testing"
@@ -123,4 +124,64 @@ func TestTheBreakerLetsTheRouterAskTheClient(t *testing.T) {
 	cands, why := s.Candidates("m", provider.SubmitRequest{})
 	require.Empty(t, cands)
 	require.Equal(t, []string{"c: no 4K"}, why)
+}
+
+// blocking answers Submit once release is closed.
+type blocking struct {
+	named
+	entered, release chan struct{}
+}
+
+func (b blocking) Submit(context.Context, provider.SubmitRequest) (provider.Job, error) {
+	close(b.entered)
+	<-b.release
+	return provider.Job{ID: "job"}, nil
+}
+
+// TestAHalfOpenCircuitKeepsItsPlace: a half-open circuit stays first in
+// route order, so the preferred provider gets its trial call; while that
+// call is under way the circuit reads open (every other call would be
+// refused) and goes last; its answer closes it.
+func TestAHalfOpenCircuitKeepsItsPlace(t *testing.T) {
+	t.Parallel()
+	first := blocking{named: named{name: "a"}, entered: make(chan struct{}), release: make(chan struct{})}
+	breaker := provider.WithBreaker(&failOnce{blocking: first}, provider.BreakerSettings{Failures: 1, Open: 20 * time.Millisecond})
+	s, err := provider.NewSet([]provider.Client{breaker, named{name: "b"}},
+		provider.Routes{"m": {{Provider: "a", Model: "m"}, {Provider: "b", Model: "m"}}}, []string{"m"})
+	require.NoError(t, err)
+	_, _ = breaker.Submit(t.Context(), provider.SubmitRequest{}) // opens it
+	order := func() []string {
+		cands, _ := s.Candidates("m", provider.SubmitRequest{})
+		var out []string
+		for _, c := range cands {
+			out = append(out, c.Provider+":"+c.Breaker)
+		}
+		return out
+	}
+	require.Equal(t, []string{"b:closed", "a:open"}, order())
+	require.Eventually(t, func() bool { return provider.BreakerState(breaker) == "half-open" }, 5*time.Second, 5*time.Millisecond)
+	require.Equal(t, []string{"a:half-open", "b:closed"}, order(), "the preferred provider gets its trial")
+
+	done := make(chan error, 1)
+	go func() { _, err := breaker.Submit(context.Background(), provider.SubmitRequest{}); done <- err }()
+	<-first.entered
+	require.Equal(t, []string{"b:closed", "a:open"}, order(), "its one trial call is under way")
+	close(first.release)
+	require.NoError(t, <-done)
+	require.Equal(t, []string{"a:closed", "b:closed"}, order())
+}
+
+// failOnce fails its first Submit as an outage, then is its blocking
+// client.
+type failOnce struct {
+	blocking
+	failed bool
+}
+
+func (f *failOnce) Submit(ctx context.Context, req provider.SubmitRequest) (provider.Job, error) {
+	if !f.failed {
+		f.failed = true
+		return provider.Job{}, &provider.Error{Class: provider.ClassUnavailable, StatusCode: http.StatusServiceUnavailable}
+	}
+	return f.blocking.Submit(ctx, req)
 }
