@@ -245,7 +245,11 @@ func (s *submitter) route(ctx context.Context, t task.Task, kept *attempt.Attemp
 	slotWait := false
 	var floor time.Duration
 	try := func(r provider.Route, c provider.Client) (bool, error) {
-		if provider.BreakerState(c) == "open" {
+		// A half-open circuit's one trial call is claimed here, so that
+		// the submits routed meanwhile go elsewhere instead of being
+		// refused there.
+		unclaim, ok := provider.ClaimTrial(c)
+		if !ok {
 			reasons = append(reasons, r.Provider+": circuit open")
 			floor = max(floor, provider.BreakerPause(c))
 			return false, nil
@@ -255,11 +259,13 @@ func (s *submitter) route(ctx context.Context, t task.Task, kept *attempt.Attemp
 		}
 		_, err := s.Slots.Acquire(ctx, stage.GenerationSlots(t, r.Provider, s.Journey))
 		if errors.Is(err, slots.ErrNoSlot) {
+			unclaim()
 			slotWait = true
 			reasons = append(reasons, r.Provider+": "+err.Error())
 			return false, nil
 		}
 		if err != nil {
+			unclaim()
 			return false, fmt.Errorf("acquire slots: %w", err)
 		}
 		return true, nil

@@ -191,8 +191,8 @@ func (w *world) checkSettlement(ctx context.Context, r *report) error {
 	var charged, reviewRejected int
 	err := w.pool.QueryRow(ctx, `WITH c AS (
 			SELECT t.status, r.status AS reservation,
-				t.status IN ('SUCCEEDED', 'CANCELED_WITH_OUTPUT') OR (t.status = 'FAILED' AND t.error_code = $1) AS charged,
-				t.status = 'FAILED' AND t.error_code = $1 AS review_rejected,
+				t.status IN ('SUCCEEDED', 'CANCELED_WITH_OUTPUT') OR (t.status = 'FAILED' AND coalesce(t.error_code, '') = $1) AS charged,
+				t.status = 'FAILED' AND coalesce(t.error_code, '') = $1 AS review_rejected,
 				(SELECT count(*) FROM credit_ledger l WHERE l.ledger_business_type = 'CAPTURE' AND l.business_id = r.reservation_id::text) AS captures
 			FROM generation_tasks t LEFT JOIN credit_reservations r USING (task_id))
 		SELECT

@@ -72,24 +72,26 @@ func (f *faulter) run(ctx context.Context, window time.Duration) time.Time {
 	last := f.start
 	// Every service fault asked for happens, at a seeded time between a
 	// tenth and four fifths of the window, and so does at least one outage
-	// of each dependency outside (the provider's and the reviewer's), so
-	// that even a short run fails over and waits on the review; the rest
-	// are drawn as they go.
+	// of each dependency outside (the provider's and the reviewer's, in the
+	// first half), so that even a short run fails over and waits on the
+	// review; the rest are drawn as they go.
 	type planned struct {
 		at   time.Time
 		kind string
 	}
 	var plan []planned
 	for _, k := range f.kinds {
-		n := 0
+		n, from, span := 0, 0.1, 0.7
 		switch {
 		case isService(k):
 			n = serviceBudget(window)
 		case k == faultOutage || k == faultReviewer:
-			n = 1
+			// In the first half, while generations still arrive: an outage
+			// after the last submit would have nothing to fail over.
+			n, span = 1, 0.4
 		}
 		for range n {
-			plan = append(plan, planned{f.start.Add(time.Duration(float64(window) * (0.1 + 0.7*f.rng.Float64()))), k})
+			plan = append(plan, planned{f.start.Add(time.Duration(float64(window) * (from + span*f.rng.Float64()))), k})
 		}
 	}
 	slices.SortFunc(plan, func(a, b planned) int { return a.at.Compare(b.at) })

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/media"
 )
@@ -23,17 +24,25 @@ import (
 // renderTerminal are the render states nothing moves on from.
 var renderTerminal = []string{"SUCCEEDED", "FAILED", "CANCELED"}
 
-// heldChunkAsks are the event ids of the chunk asks of renders that
-// SUCCEEDED. The render stage acknowledges a chunk ask without an inbox
-// row when another delivery holds the chunk's claim (the redelivery of an
-// ask whose function was killed mid-chunk, a second ask of the
-// reconciler's, a sibling render of the same content) or when its own
-// claim ran out while it was paused: the chunk is rendered and recorded
-// under the ask that holds the claim, as its render's success proves.
+// heldChunkAsks are the event ids of chunk asks the render stage
+// acknowledged without an inbox row by design: another delivery held the
+// chunk's claim (a second ask of the reconciler's, a sibling render of the
+// same content) or its own claim ran out while it was paused, and the
+// chunk was rendered and recorded under the ask that held the claim. An
+// ask is excused only when its render SUCCEEDED and another ask of the
+// same chunk of the same content has its row in the render group's inbox:
+// an ask the broker lost, which nobody received, is not.
 func (w *world) heldChunkAsks(ctx context.Context) (map[string]bool, error) {
-	rows, err := w.pool.Query(ctx, `SELECT o.event_id::text FROM outbox_events o
-		JOIN render_jobs j ON j.render_job_id::text = o.aggregate_id
-		WHERE o.event_type = 'render.export.requested' AND o.payload->>'step' = 'chunk' AND j.status = 'SUCCEEDED'`)
+	rows, err := w.pool.Query(ctx, `WITH asks AS (
+			SELECT o.event_id, j.render_key, o.payload->>'chunk' AS chunk, j.status
+			FROM outbox_events o JOIN render_jobs j ON j.render_job_id::text = o.aggregate_id
+			WHERE o.event_type = 'render.export.requested' AND o.payload->>'step' = 'chunk')
+		SELECT a.event_id::text FROM asks a
+		WHERE a.status = 'SUCCEEDED'
+		  AND NOT EXISTS (SELECT 1 FROM inbox_dedup i WHERE i.consumer_name = $1 AND i.event_id = a.event_id)
+		  AND EXISTS (SELECT 1 FROM asks b JOIN inbox_dedup i ON i.consumer_name = $1 AND i.event_id = b.event_id
+			WHERE b.render_key = a.render_key AND b.chunk IS NOT DISTINCT FROM a.chunk AND b.event_id <> a.event_id)`,
+		catalog.GroupRender.Name)
 	if err != nil {
 		return nil, err
 	}

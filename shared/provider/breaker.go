@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -61,6 +62,9 @@ type breaker struct {
 	Client
 	cb   *gobreaker.CircuitBreaker[Job]
 	open time.Duration
+
+	mu           sync.Mutex
+	claimedUntil time.Time // a half-open circuit's trial is taken until then
 }
 
 func (b *breaker) call(fn func() (Job, error)) (Job, error) {
@@ -90,14 +94,60 @@ func (b *breaker) Cancel(ctx context.Context, jobID string) (Job, error) {
 
 // State is the circuit's state now: "closed", "half-open" or "open". An
 // open circuit whose pause has ended reads half-open until its one trial
-// call starts, and open while that call is under way: every other call
-// would be refused until it ends.
+// call is claimed ([ClaimTrial]) or starts, and open while that call is
+// under way: every other call would be refused until it ends.
 func (b *breaker) State() string {
 	st := b.cb.State()
-	if st == gobreaker.StateHalfOpen && b.cb.Counts().Requests > 0 {
+	if st == gobreaker.StateHalfOpen && b.trialTaken(time.Now()) {
 		return gobreaker.StateOpen.String()
 	}
 	return st.String()
+}
+
+func (b *breaker) trialTaken(now time.Time) bool {
+	b.mu.Lock()
+	claimed := now.Before(b.claimedUntil)
+	b.mu.Unlock()
+	return claimed || b.cb.Counts().Requests > 0
+}
+
+func (b *breaker) claimTrial() (release func(), ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch b.cb.State() {
+	case gobreaker.StateClosed:
+		return func() {}, true
+	case gobreaker.StateOpen:
+		return nil, false
+	}
+	now := time.Now()
+	if now.Before(b.claimedUntil) || b.cb.Counts().Requests > 0 {
+		return nil, false
+	}
+	until := now.Add(b.open)
+	b.claimedUntil = until
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.claimedUntil.Equal(until) {
+			b.claimedUntil = time.Time{}
+		}
+	}, true
+}
+
+// ClaimTrial reserves a half-open circuit's one trial call for the caller
+// about to make it, so that concurrent submits do not all route to the
+// recovering provider and all but one be refused there: to the others the
+// circuit reads open until the trial ends, or until the claim lapses after
+// the breaker's pause. ok is true for a closed circuit or a client without
+// a breaker (nothing to claim), false for an open one or a trial taken.
+// release gives back a claim the caller will not use.
+func ClaimTrial(c Client) (release func(), ok bool) {
+	b, isBreaker := c.(*breaker)
+	if !isBreaker {
+		return func() {}, true
+	}
+	return b.claimTrial()
 }
 
 // BreakerPause is how long c's circuit stays open once it opens (the wait

@@ -139,9 +139,10 @@ func (b blocking) Submit(context.Context, provider.SubmitRequest) (provider.Job,
 }
 
 // TestAHalfOpenCircuitKeepsItsPlace: a half-open circuit stays first in
-// route order, so the preferred provider gets its trial call; while that
-// call is under way the circuit reads open (every other call would be
-// refused) and goes last; its answer closes it.
+// route order, so the preferred provider gets its trial call; once a
+// submit claims that call, and while it is under way, the circuit reads
+// open (every other call would be refused) and goes last; its success
+// closes it.
 func TestAHalfOpenCircuitKeepsItsPlace(t *testing.T) {
 	t.Parallel()
 	first := blocking{named: named{name: "a"}, entered: make(chan struct{}), release: make(chan struct{})}
@@ -161,6 +162,17 @@ func TestAHalfOpenCircuitKeepsItsPlace(t *testing.T) {
 	require.Equal(t, []string{"b:closed", "a:open"}, order())
 	require.Eventually(t, func() bool { return provider.BreakerState(breaker) == "half-open" }, 5*time.Second, 5*time.Millisecond)
 	require.Equal(t, []string{"a:half-open", "b:closed"}, order(), "the preferred provider gets its trial")
+
+	release, ok := provider.ClaimTrial(breaker)
+	require.True(t, ok, "the first submit routed there claims the trial")
+	_, ok = provider.ClaimTrial(breaker)
+	require.False(t, ok, "a second does not")
+	require.Equal(t, []string{"b:closed", "a:open"}, order(), "the others go elsewhere meanwhile")
+	release()
+	require.Equal(t, []string{"a:half-open", "b:closed"}, order(), "a claim given back")
+	release, ok = provider.ClaimTrial(breaker)
+	require.True(t, ok)
+	defer release()
 
 	done := make(chan error, 1)
 	go func() { _, err := breaker.Submit(context.Background(), provider.SubmitRequest{}); done <- err }()
