@@ -195,9 +195,13 @@ func (f *faulter) inject(ctx context.Context, kind string) (time.Time, string) {
 			}
 		}
 		p := candidates[f.rng.IntN(len(candidates))]
-		d := sourceInvisible + time.Duration(f.rng.IntN(10))*time.Second
+		invisible := sourceInvisible
+		if p.kind == "source" {
+			invisible, _ = deliveryBudget(p.stage)
+		}
+		d := invisible + time.Duration(f.rng.IntN(10))*time.Second
 		if p.pause(ctx, d) {
-			return time.Now().Add(d), fmt.Sprintf("SIGSTOP %s for %s (invisible time %s), then SIGCONT", p.name, d, sourceInvisible)
+			return time.Now().Add(d), fmt.Sprintf("SIGSTOP %s for %s (invisible time %s), then SIGCONT", p.name, d, invisible)
 		}
 	case faultOutage:
 		// Mostly Replicate, the first choice, whose outage sends new

@@ -26,10 +26,12 @@ const (
 type proc struct {
 	name string
 	kind string // api, relay, source, function, drain
-	bin  string
-	args []string
-	env  []string
-	logs *os.File
+	// stage is the stage a source delivers to, or a function runs.
+	stage string
+	bin   string
+	args  []string
+	env   []string
+	logs  *os.File
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,14 +57,20 @@ var chaosJourney = map[string]string{
 	"RENDER_LEASE": "20s",
 }
 
-// The adapters' delivery settings: a pause longer than sourceInvisible
-// makes the broker hand a message out again while its first receiver is
-// frozen.
+// The adapters' delivery settings: a pause longer than a source's
+// invisible time makes the broker hand a message out again while its
+// first receiver is frozen.
 const (
 	sourceInvisible = 20 * time.Second
 	handlerTimeout  = 15 * time.Second
-	reconcileTick   = 3 * time.Second
-	creditsEach     = 1_000_000
+	// The ffmpeg stages get longer budgets, as their Knative sources do
+	// (knative/base/config.yaml): on two cores under a full run a render
+	// chunk or a review's frames can take longer than handlerTimeout, and
+	// a delivery cut short throws its work away to do it again.
+	mediaInvisible = 75 * time.Second
+	mediaTimeout   = time.Minute
+	reconcileTick  = 3 * time.Second
+	creditsEach    = 1_000_000
 )
 
 // world is everything one run starts and checks.
@@ -384,12 +391,14 @@ func (w *world) startAll(ctx context.Context) error {
 		}
 	}
 	for _, g := range catalog.Groups() {
-		sourceEnv := []string{"SOURCE_WORKERS=8", "SOURCE_INVISIBLE=" + sourceInvisible.String(),
-			"SOURCE_HANDLER_TIMEOUT=" + handlerTimeout.String(), "SOURCE_COLD_START=10s"}
+		invisible, timeout := deliveryBudget(g.Stage)
+		sourceEnv := []string{"SOURCE_WORKERS=8", "SOURCE_INVISIBLE=" + invisible.String(),
+			"SOURCE_HANDLER_TIMEOUT=" + timeout.String(), "SOURCE_COLD_START=10s"}
 		if err := add("source-"+g.Stage+"-"+g.BrokerName(), "source", "adapter",
 			[]string{"source", "--group", g.Name, "--sink", w.funcURLs[g.Stage]}, sourceEnv...); err != nil {
 			return err
 		}
+		w.procs[len(w.procs)-1].stage = g.Stage
 		if err := add("drain-"+g.BrokerName(), "drain", "adapter", []string{"dlq", "drain", "--group", g.Name}); err != nil {
 			return err
 		}
@@ -403,6 +412,18 @@ func (w *world) startAll(ctx context.Context) error {
 	w.ticker = cancel
 	go w.tick(tctx)
 	return nil
+}
+
+// mediaStages are the stages whose deliveries run ffmpeg.
+var mediaStages = []string{"probe", "transcode", "review", "render"}
+
+// deliveryBudget is the invisible time and handler timeout of the source
+// of stage's group.
+func deliveryBudget(stage string) (invisible, timeout time.Duration) {
+	if slices.Contains(mediaStages, stage) {
+		return mediaInvisible, mediaTimeout
+	}
+	return sourceInvisible, handlerTimeout
 }
 
 // model is the one model the run asks for.
