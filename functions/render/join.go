@@ -120,12 +120,25 @@ func (s *renderer) join(ctx context.Context, d stage.Delivery[task.RenderRequest
 			return inbox.StaleNoop, nil
 		}
 		if !recorded {
-			if err := tx.QueryRow(ctx, `INSERT INTO assets (tenant_id, kind, object_key, checksum_sha256, size_bytes, content_type)
-				VALUES ($1, 'RENDER', $2, $3, $4, 'video/mp4') RETURNING asset_id`, cur.TenantID, key, sum, obj.Size).Scan(&id); err != nil {
+			err := tx.QueryRow(ctx, `INSERT INTO assets (tenant_id, kind, object_key, checksum_sha256, size_bytes, content_type)
+				VALUES ($1, 'RENDER', $2, $3, $4, 'video/mp4') ON CONFLICT (object_key) DO NOTHING RETURNING asset_id`,
+				cur.TenantID, key, sum, obj.Size).Scan(&id)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				// A join of the same content committed the output while
+				// this one ran: it is that render's.
+				if id, recorded, err = recordedOutput(ctx, tx, key); err != nil {
+					return "", err
+				}
+				if !recorded {
+					return "", fmt.Errorf("record render output: %s neither inserted nor found", key)
+				}
+			case err != nil:
 				return "", fmt.Errorf("record render output: %w", err)
-			}
-			if err := asset.RecordProbe(ctx, tx, id, p); err != nil {
-				return "", err
+			default:
+				if err := asset.RecordProbe(ctx, tx, id, p); err != nil {
+					return "", err
+				}
 			}
 		}
 		if joined, err = renders.Drop(ctx, tx, cur.TenantID, cur.Key); err != nil {
@@ -142,7 +155,16 @@ func (s *renderer) join(ctx context.Context, d stage.Delivery[task.RenderRequest
 		if !running {
 			return inbox.Applied, outbox.Write(ctx, tx, wake...)
 		}
-		if _, err := renders.Apply(ctx, tx, d.Origin, cur, renders.Change{To: renders.Succeeded, OutputAssetID: &id, Progress: task.Ptr(100)}, wake...); err != nil {
+		// A render of the same content that joined at the same time and
+		// committed first recorded the output and is charged for it: this
+		// one ends with that output, reused and free, as if it had found
+		// it stored before (the output key is the content's, so both
+		// joins wrote the same object).
+		if recorded {
+			reusedOutputs.Inc()
+		}
+		if _, err := renders.Apply(ctx, tx, d.Origin, cur, renders.Change{To: renders.Succeeded, OutputAssetID: &id, Reused: recorded,
+			Progress: task.Ptr(100)}, wake...); err != nil {
 			return "", err
 		}
 		return inbox.Applied, nil

@@ -403,24 +403,7 @@ func TestIdenticalRendersAtOnceRenderEachChunkOnce(t *testing.T) {
 	a, b := f.request(t, "720p30-h264"), f.request(t, "720p30-h264")
 	f.drain(t)
 	require.Equal(t, runs+3, mediaRuns(t, "render"), "three chunks, each rendered once")
-	ga, err := renders.Get(t.Context(), f.pool, a.ID)
-	require.NoError(t, err)
-	gb, err := renders.Get(t.Context(), f.pool, b.ID)
-	require.NoError(t, err)
-	require.Equal(t, renders.Succeeded, ga.Status)
-	require.Equal(t, renders.Succeeded, gb.Status)
-	require.Equal(t, *ga.OutputAssetID, *gb.OutputAssetID)
-	out, err := asset.Get(t.Context(), f.pool, *ga.OutputAssetID)
-	require.NoError(t, err)
-	stagetest.RemoveAfter(t, f.store, out.ObjectKey)
-	require.NotEqual(t, ga.Reused, gb.Reused, "one joined, the other reused")
-	for _, j := range []renders.Job{ga, gb} {
-		want := billing.Captured
-		if j.Reused {
-			want = billing.Released
-		}
-		require.Equal(t, want, f.reservation(t, j))
-	}
+	f.requireOneCharged(t, a, b)
 }
 
 // TestACanceledRenderLeavesItsChunkToASibling: two renders of the same
@@ -508,4 +491,81 @@ func TestAnEarlierRendersFailuresAreNotCountedAgain(t *testing.T) {
 	out, err := asset.Get(t.Context(), f.pool, *got.OutputAssetID)
 	require.NoError(t, err)
 	stagetest.RemoveAfter(t, f.store, out.ObjectKey)
+}
+
+// TestTwoJoinsOfOneContentAtOnceChargeOne: two renders of the same
+// content whose joins run at the same time (the reconciler asked both)
+// both pass the check for a stored output; the one that commits second
+// finds the output recorded and ends reused and free: one content, one
+// charge.
+func TestTwoJoinsOfOneContentAtOnceChargeOne(t *testing.T) {
+	f := newFixture(t, render.Params{})
+	a, b := f.request(t, "720p30-h264"), f.request(t, "720p30-h264")
+	isJoin := func(ev outbox.Stored) bool {
+		var p task.RenderRequested
+		return ev.Envelope.EventType == catalog.EventRenderRequested &&
+			json.Unmarshal(ev.Envelope.Payload, &p) == nil && p.Step == task.RenderJoin
+	}
+	// Every chunk stored, no join run yet.
+	for range 50 {
+		evs := f.pending(t)
+		n := 0
+		for _, ev := range evs {
+			if !isJoin(ev) {
+				n++
+				require.NoError(t, f.deliver(t.Context(), t, ev))
+			}
+		}
+		if n == 0 {
+			break
+		}
+	}
+	// A join ask for each, as the reconciler makes for a render whose
+	// chunks are all stored.
+	var joins []outbox.Stored
+	for _, id := range []uuid.UUID{a.ID, b.ID} {
+		j, err := renders.Get(t.Context(), f.pool, id)
+		require.NoError(t, err)
+		require.Equal(t, renders.Rendering, j.Status)
+		ev, err := j.Ask(task.Origin{Producer: "reconcile"}, task.RenderJoin, 0)
+		require.NoError(t, err)
+		require.NoError(t, pgx.BeginFunc(t.Context(), f.pool, func(tx pgx.Tx) error { return outbox.Write(t.Context(), tx, ev) }))
+	}
+	for _, ev := range f.pending(t) {
+		if isJoin(ev) && (ev.Envelope.AggregateID == a.ID.String() || ev.Envelope.AggregateID == b.ID.String()) {
+			joins = append(joins, ev)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, ev := range joins {
+		wg.Go(func() { require.NoError(t, f.deliver(t.Context(), t, ev)) })
+	}
+	wg.Wait()
+	f.drain(t)
+
+	f.requireOneCharged(t, a, b)
+}
+
+// requireOneCharged: renders a and b of one content both SUCCEEDED with
+// one output; one was charged, the other reused it and was released.
+func (f *fixture) requireOneCharged(t *testing.T, a, b renders.Job) {
+	t.Helper()
+	ga, err := renders.Get(t.Context(), f.pool, a.ID)
+	require.NoError(t, err)
+	gb, err := renders.Get(t.Context(), f.pool, b.ID)
+	require.NoError(t, err)
+	require.Equal(t, renders.Succeeded, ga.Status)
+	require.Equal(t, renders.Succeeded, gb.Status)
+	require.Equal(t, *ga.OutputAssetID, *gb.OutputAssetID)
+	out, err := asset.Get(t.Context(), f.pool, *ga.OutputAssetID)
+	require.NoError(t, err)
+	stagetest.RemoveAfter(t, f.store, out.ObjectKey)
+	require.NotEqual(t, ga.Reused, gb.Reused, "one charged, the other reused")
+	for _, j := range []renders.Job{ga, gb} {
+		want := billing.Captured
+		if j.Reused {
+			want = billing.Released
+		}
+		require.Equal(t, want, f.reservation(t, j))
+	}
 }
