@@ -82,7 +82,7 @@ type options struct {
 }
 
 func defaultOptions() options {
-	return options{N: 300, Renders: -1, Tenants: 5, Faults: 4 * time.Minute, Every: 4 * time.Second, Converge: 5 * time.Minute,
+	return options{N: 300, Renders: -1, Tenants: 5, Faults: 4 * time.Minute, Every: 4 * time.Second, Converge: 10 * time.Minute,
 		Kinds: allKinds}
 }
 
