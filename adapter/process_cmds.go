@@ -152,7 +152,7 @@ func runSource(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	defer pool.Close()
-	consumers, err := openConsumers(cfg.RocketMQ, group)
+	consumers, err := openConsumers(cfg.RocketMQ, group, logger)
 	if err != nil {
 		return err
 	}
@@ -174,9 +174,10 @@ func runSource(ctx context.Context, args []string) (err error) {
 	return serve(ctx, cfg.Ops, reg, readyWith(pool, cfg.RocketMQ), s.Run)
 }
 
-// openConsumers opens the group's consumers on the proxy.
-func openConsumers(cfg config.RocketMQ, g catalog.Group) ([]mq.Consumer, error) {
-	opened, err := rocketmq.OpenGroup(cfg, g, 20*time.Second)
+// openConsumers opens the group's consumers on the proxy; they log their
+// client replacements and recoveries to log.
+func openConsumers(cfg config.RocketMQ, g catalog.Group, log *slog.Logger) ([]mq.Consumer, error) {
+	opened, err := rocketmq.OpenGroup(cfg, g, 20*time.Second, log)
 	if err != nil {
 		return nil, err
 	}

@@ -204,7 +204,7 @@ func start(ctx context.Context, o options) (*environment, error) {
 	if err := e.startS3(ctx, svc); err != nil {
 		return nil, err
 	}
-	broker, err := e.startBroker(svc)
+	broker, err := e.startBroker(svc, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -387,7 +387,7 @@ func (e *environment) startS3(ctx context.Context, svc services) error {
 // pipeline what RocketMQ would: the same messages, delayed ones at their
 // times, the ones being handled at the kill delivered again at once
 // (consumers dedupe them with the inbox).
-func (e *environment) startBroker(svc services) (stack.Broker, error) {
+func (e *environment) startBroker(svc services, logger *slog.Logger) (stack.Broker, error) {
 	if svc.RocketMQEndpoint == "" {
 		em, err := stack.OpenEmulator(filepath.Join(e.dataDir, "broker", "journal"))
 		if err != nil {
@@ -402,6 +402,7 @@ func (e *environment) startBroker(svc services) (stack.Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to RocketMQ (topics applied? go run ./adapter topics apply): %w", err)
 	}
+	r.Logger = logger
 	e.closers = append(e.closers, func() { _ = r.Close() })
 	e.kinds = append(e.kinds, "RocketMQ at ROCKETMQ_ENDPOINT")
 	return r, nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -134,4 +135,41 @@ func TestOneRunPerBroker(t *testing.T) {
 	again, err := lockBroker(t.Context(), dir, endpoint)
 	require.NoError(t, err, "free once the first run ended")
 	again()
+}
+
+// TestProxyRecoveryCheck: recoveries logged after a restart are the
+// consumers' deaf time after it; one later than maxDeafAfterRestart breaks
+// the invariant and is named; lines of other processes and the client's
+// own are ignored. A consumer is receiving again from when its first
+// working receive was sent (listening_since), not when that long poll
+// ended.
+func TestProxyRecoveryCheck(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "logs"), 0o755))
+	back := time.Date(2026, 12, 2, 10, 0, 30, 0, time.UTC)
+	polled := func(sent, answered time.Duration, group string) string {
+		return fmt.Sprintf(`{"time":%q,"level":"INFO","msg":"rocketmq consumer receiving again","consumer_group":%q,"topic":"t","failures":4,"listening_since":%q,"deaf_for":1}`,
+			back.Add(answered).Format(time.RFC3339Nano), group, back.Add(sent).Format(time.RFC3339Nano))
+	}
+	line := func(at time.Duration, group string) string { return polled(at, at, group) }
+	write := func(name string, lines ...string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "logs", name), []byte(strings.Join(lines, "\n")+"\n"), 0o644))
+	}
+	write("source-a.log", "2026-12-02T10:00:31Z ERROR client.go:481 failed to send heartbeat", line(2*time.Second, "a"), line(9*time.Minute, "a"))
+	write("source-b.log", line(3*time.Second, "b"), polled(4*time.Second, 24*time.Second, "idle"))
+	w := &world{runDir: dir}
+	check := func() *report {
+		r := &report{ProxyRestarts: []proxyRestart{{Began: back.Add(-20 * time.Second), Back: back}}}
+		require.NoError(t, w.checkProxyRecovery(t.Context(), r))
+		require.Len(t, r.Invariants, 1)
+		return r
+	}
+	r := check()
+	require.True(t, r.Invariants[0].Held, r.Invariants[0].Detail)
+	require.Equal(t, map[string]time.Duration{"a/t": 2 * time.Second, "b/t": 3 * time.Second, "idle/t": 4 * time.Second}, r.ProxyRestarts[0].Deaf)
+
+	write("source-c.log", line(maxDeafAfterRestart+time.Second, "c"))
+	r = check()
+	require.False(t, r.Invariants[0].Held)
+	require.Contains(t, r.Invariants[0].Detail, "c/t 11s after the restart")
 }

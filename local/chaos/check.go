@@ -49,7 +49,10 @@ type report struct {
 	JobsBy     map[string]int // by provider
 	SimFaults  []string       // per provider
 	Review     string
-	Invariants []invariant
+	// ProxyRestarts are the proxy restarts, each with how long every
+	// consumer stayed deaf after it (checkProxyRecovery).
+	ProxyRestarts []proxyRestart
+	Invariants    []invariant
 }
 
 // invariant is one line of the verdict.
@@ -127,6 +130,7 @@ func (w *world) check(ctx context.Context, r *report) error {
 	}
 	for _, step := range []func(context.Context, *report) error{
 		w.checkTerminal, w.checkSettlement, w.checkObjects, w.checkReview, w.checkRenders, w.checkRemoteJobs, w.checkOutbox, w.checkInbox, w.checkQuarantine,
+		w.checkProxyRecovery,
 	} {
 		if err := step(ctx, r); err != nil {
 			return err
@@ -550,6 +554,17 @@ func (r *report) print(out io.Writer) {
 	}
 	if r.Review != "" {
 		fmt.Fprintf(out, "content review: %s\n", r.Review)
+	}
+	if len(r.ProxyRestarts) > 0 {
+		fmt.Fprintln(out)
+		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "PROXY RESTART	DOWN	CONSUMERS RECOVERED	DEAF AFTER (MEAN)	DEAF AFTER (MAX)	SLOWEST")
+		for _, p := range r.ProxyRestarts {
+			mean, worst, slowest := p.deafness()
+			fmt.Fprintf(tw, "%s	%s	%d	%s	%s	%s\n", p.Back.Format(time.TimeOnly), p.Back.Sub(p.Began).Round(100*time.Millisecond),
+				len(p.Deaf), mean.Round(10*time.Millisecond), worst.Round(10*time.Millisecond), slowest)
+		}
+		_ = tw.Flush()
 	}
 	fmt.Fprintln(out)
 	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)

@@ -52,13 +52,15 @@ func parseKinds(s string) ([]string, error) {
 
 // faulter draws and injects the faults.
 type faulter struct {
-	w      *world
-	kinds  []string
-	rng    *rand.Rand
-	every  time.Duration
-	counts map[string]int
-	log    []string
-	start  time.Time
+	w     *world
+	kinds []string
+	// proxyRestarts are the proxy restarts done, for the recovery check.
+	proxyRestarts []proxyRestart
+	rng           *rand.Rand
+	every         time.Duration
+	counts        map[string]int
+	log           []string
+	start         time.Time
 }
 
 func newFaulter(w *world, kinds []string, seed int64, every time.Duration) *faulter {
@@ -238,12 +240,23 @@ func (f *faulter) inject(ctx context.Context, kind string) (time.Time, string) {
 		}
 		return until, fmt.Sprintf("content reviewer down for %s (every call refused; REVIEW_MAX_WAIT %s)", d, reviewMaxWait)
 	case faultProxy, faultPostgres, faultRedis, faultS3:
+		// A proxy restart follows a render function killed while it held
+		// chunk claims, when one does: the chunks' redeliveries must come
+		// through the restart, and no render may fail for it.
+		killed := ""
+		if kind == faultProxy {
+			killed = f.killRenderHolding(ctx)
+		}
 		began := time.Now()
 		if err := f.w.services(ctx, "restart-"+kind); err != nil {
 			fmt.Println("chaos:", err)
 			return time.Now(), ""
 		}
-		return time.Now(), fmt.Sprintf("%s restarted (%s down)", serviceName[kind], time.Since(began).Round(100*time.Millisecond))
+		back := time.Now()
+		if kind == faultProxy {
+			f.proxyRestarts = append(f.proxyRestarts, proxyRestart{Began: began, Back: back})
+		}
+		return back, fmt.Sprintf("%s restarted (%s down)%s", serviceName[kind], back.Sub(began).Round(100*time.Millisecond), killed)
 	}
 	return time.Now(), ""
 }
@@ -265,6 +278,23 @@ var stepFunctions = map[string]string{
 // the render function while a render is RENDERING: the few renders would
 // never outnumber the tasks of a step, so one in RENDERING takes the kill
 // one time in three (mid-chunk, mostly).
+// killRenderHolding SIGKILLs the render function if it holds chunk
+// claims, and says so ("" when it held none).
+func (f *faulter) killRenderHolding(ctx context.Context) string {
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var held int
+	if err := f.w.pool.QueryRow(qctx, `SELECT count(*) FROM render_chunks WHERE status = 'RENDERING' AND lease_until > now()`).Scan(&held); err != nil || held == 0 {
+		return ""
+	}
+	for _, p := range f.w.procs {
+		if p.name == "function-render" && p.kill() {
+			return fmt.Sprintf(", after SIGKILL function-render holding %d chunk claims", held)
+		}
+	}
+	return ""
+}
+
 func (f *faulter) busyFunction(ctx context.Context) *proc {
 	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()

@@ -149,6 +149,7 @@ func run(ctx context.Context, o options) (*report, error) {
 	rep := w.report()
 	rep.Faults = f.counts
 	rep.FaultLog = f.log
+	rep.ProxyRestarts = f.proxyRestarts
 	rep.Converged = converged
 	err = w.check(ctx, rep)
 	w.stopAll()

@@ -44,13 +44,15 @@ var chaosJourney = map[string]string{
 	// transcode queue reaches about two minutes): a step not taken within
 	// it counts as lost, and three such rounds hand the task to a person.
 	"RECONCILE_STUCK_AFTER": "3m",
-	"FETCH_RETRY_BASE":      "1s",
-	"FETCH_RETRY_MAX":       "5s",
-	"FETCH_MAX_WAIT":        "15m",
-	"OUTBOX_STALE_AFTER":    "1m",
-	"SLOT_LEASE":            "5m",
-	"PROVIDER_TIMEOUT":      "5s",
-	"PROVIDER_BREAKER_OPEN": "3s",
+	// A render that truly stopped fails within the run's drain.
+	"RECONCILE_GIVE_UP_AFTER": "6m",
+	"FETCH_RETRY_BASE":        "1s",
+	"FETCH_RETRY_MAX":         "5s",
+	"FETCH_MAX_WAIT":          "15m",
+	"OUTBOX_STALE_AFTER":      "1m",
+	"SLOT_LEASE":              "5m",
+	"PROVIDER_TIMEOUT":        "5s",
+	"PROVIDER_BREAKER_OPEN":   "3s",
 	// Renders in two chunks (a 3.5 s timeline), and a claim a killed or
 	// paused render function held runs out within the run.
 	"RENDER_CHUNK": "2s",

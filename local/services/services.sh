@@ -304,7 +304,8 @@ EOF
   "namesrvAddr": "127.0.0.1:$namesrv",
   "grpcServerPort": $grpc,
   "remotingListenPort": $remoting,
-  "enableTopicMessageTypeCheck": true$proxy_auth
+  "enableTopicMessageTypeCheck": true,
+  "topicRouteServiceCacheRefreshSeconds": 3$proxy_auth
 }
 EOF
 }
@@ -427,11 +428,21 @@ status() {
 	return $ok
 }
 
+# restart_proxy returns once the restarted broker registered with the name
+# server: before that no client can look up a topic's route, so a consumer
+# cannot start, whatever it does.
 restart_proxy() {
 	[ -f "$DIR/env" ] || die "services are not up (no $DIR/env); run services.sh up first"
+	local blog="$DIR/rocketmq/logs/rocketmqlogs/broker.log" before=0 i
+	[ -f "$blog" ] && before=$(grep -c "Registering current broker to name server completed" "$blog" || true)
 	stop_pid proxy
 	start_main_rocketmq
-	log "restart-proxy: RocketMQ proxy back on :$PROXY_GRPC_PORT"
+	for ((i = 0; i < 300; i++)); do
+		[ "$(grep -c "Registering current broker to name server completed" "$blog" 2>/dev/null || true)" -gt "$before" ] && break
+		sleep 0.2
+	done
+	[ "$i" -lt 300 ] || die "the restarted broker did not register with the name server within 60s; see $blog"
+	log "restart-proxy: RocketMQ proxy back on :$PROXY_GRPC_PORT, its broker registered with the name server"
 }
 
 restart_postgres() {

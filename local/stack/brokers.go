@@ -3,6 +3,7 @@ package stack
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -65,6 +66,9 @@ func (e *Emulator) Consumers(g catalog.Group) ([]mq.Consumer, error) {
 
 // RocketMQ is a real RocketMQ 5 proxy. Close stops every client it opened.
 type RocketMQ struct {
+	// Logger gets the consumers' client replacements and recoveries; nil:
+	// none.
+	Logger    *slog.Logger
 	cfg       config.RocketMQ
 	producer  *rocketmq.Producer
 	consumers []*rocketmq.Consumer
@@ -89,7 +93,7 @@ func (r *RocketMQ) Producer() mq.Producer { return r.producer }
 
 // Consumers opens the group's consumers on the proxy.
 func (r *RocketMQ) Consumers(g catalog.Group) ([]mq.Consumer, error) {
-	opened, err := rocketmq.OpenGroup(r.cfg, g, 5*time.Second)
+	opened, err := rocketmq.OpenGroup(r.cfg, g, 5*time.Second, r.Logger)
 	if err != nil {
 		return nil, err
 	}

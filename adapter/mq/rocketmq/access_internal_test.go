@@ -10,6 +10,8 @@ import (
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/aivedio/pipeline/adapter/mq"
 	"github.com/aivedio/pipeline/shared/config"
 )
@@ -91,5 +93,26 @@ func TestRefusedReceiveKeepsTheClient(t *testing.T) {
 	}
 	if c.failures != reopenAfter {
 		t.Errorf("other failures counted %d times, want %d", c.failures, reopenAfter)
+	}
+}
+
+// TestSettingsLost tells a proxy that restarted and lost the client's
+// settings (what TestProxyRestartConsumersRecover meets from the real
+// proxy) from other failures, which wait for reopenAfter in a row.
+func TestSettingsLost(t *testing.T) {
+	status := func(code v2.Code, msg string) error { return &rmq.ErrRpcStatus{Code: int32(code), Message: msg} }
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"receive without settings", status(v2.Code_INTERNAL_SERVER_ERROR,
+			`Cannot invoke "apache.rocketmq.v2.Settings.getSubscription()" because "settings" is null`), true},
+		{"heartbeat refused", status(v2.Code_UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client"), true},
+		{"flattened", errors.New("CODE: UNRECOGNIZED_CLIENT_TYPE, MESSAGE: cannot find client settings for this client"), true},
+		{"connection refused", errors.New(`rpc error: code = Unavailable desc = connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:58081: connect: connection refused"`), false},
+		{"other server error", status(v2.Code_INTERNAL_SERVER_ERROR, "broker busy"), false},
+	} {
+		require.Equal(t, c.want, settingsLost(c.err), c.name)
 	}
 }

@@ -17,7 +17,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -77,11 +79,20 @@ func startError(cfg config.RocketMQ, err error) error {
 }
 
 // Producer publishes through a RocketMQ proxy.
+//
+// After a proxy restart the v5.1.4 client does not send its settings
+// again (see [Consumer]). The proxy reads no settings on a send, so sends
+// go on (TestProxyRestartConsumersRecover shows it); only its heartbeats
+// are refused, which matters to transactional producers, and this is not
+// one. Should a send ever be refused for the lost settings, the client is
+// replaced and the send tried once more through the new one.
 type Producer struct {
+	cfg    config.RocketMQ
+	topics []string
+
+	mu       sync.Mutex
 	producer rmq.Producer
 }
-
-var _ mq.Producer = (*Producer)(nil)
 
 // startTimeout bounds a client's start: the v5 client waits for its
 // settings to sync with no deadline of its own.
@@ -121,6 +132,14 @@ func NewProducer(cfg config.RocketMQ, topics ...string) (*Producer, error) {
 		return nil, errors.New("new rocketmq producer: name at least one topic")
 	}
 	routeClientLog(cfg)
+	p, err := startProducer(cfg, topics)
+	if err != nil {
+		return nil, err
+	}
+	return &Producer{cfg: cfg, topics: topics, producer: p}, nil
+}
+
+func startProducer(cfg config.RocketMQ, topics []string) (rmq.Producer, error) {
 	for try := 1; ; try++ {
 		p, err := rmq.NewProducer(clientConfig(cfg, ""), rmq.WithTopics(topics...))
 		if err != nil {
@@ -128,7 +147,7 @@ func NewProducer(cfg config.RocketMQ, topics ...string) (*Producer, error) {
 		}
 		err = startWithin(p.Start, startTimeout)
 		if err == nil {
-			return &Producer{producer: p}, nil
+			return p, nil
 		}
 		if !racedStart(err) || try == startTries {
 			return nil, fmt.Errorf("start rocketmq producer at %s: %w", cfg.Endpoint, startError(cfg, err))
@@ -181,7 +200,11 @@ func (p *Producer) Send(ctx context.Context, msg *mq.Message) (string, error) {
 	for k, v := range msg.Properties {
 		out.AddProperty(k, v)
 	}
-	receipts, err := p.producer.Send(ctx, out)
+	client := p.current()
+	receipts, err := client.Send(ctx, out)
+	if err != nil && settingsLost(err) && p.replace(client) == nil {
+		receipts, err = p.current().Send(ctx, out)
+	}
 	if err != nil {
 		return "", fmt.Errorf("send to %s: %w", msg.Topic, access(err))
 	}
@@ -191,34 +214,84 @@ func (p *Producer) Send(ctx context.Context, msg *mq.Message) (string, error) {
 	return receipts[0].MessageID, nil
 }
 
+func (p *Producer) current() rmq.Producer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.producer
+}
+
+// replace starts a new client in place of old, unless a concurrent send
+// already did. Sends wait for it: they would fail on the old client.
+func (p *Producer) replace(old rmq.Producer) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.producer != old {
+		return nil
+	}
+	fresh, err := startProducer(p.cfg, p.topics)
+	if err != nil {
+		return err
+	}
+	p.producer = fresh
+	go func() { _ = old.GracefulStop() }()
+	return nil
+}
+
 // Close stops the producer.
-func (p *Producer) Close() error { return p.producer.GracefulStop() }
+func (p *Producer) Close() error { return p.current().GracefulStop() }
 
 // Consumer is a RocketMQ simple consumer of one consumer group.
 //
-// It replaces its client after reopenAfter receive failures in a row. The
-// v5.1.4 client does not resend its settings when its telemetry stream comes
-// back after a proxy restart; until its 5-minute settings sync, every receive
-// then fails on the proxy ("settings is null"). A fresh client sends them at
-// start. Messages received by the old client are still settled through the
-// new one: ACKs and invisible-duration changes go by receipt handle.
+// It replaces its client when the proxy is up but has lost the client's
+// settings, and after reopenAfter other receive failures in a row. The
+// v5.1.4 client does not resend its settings when its telemetry stream
+// comes back after a proxy restart (apache/rocketmq-clients#1137); until its
+// 5-minute settings sync, every receive then fails on the proxy ("settings"
+// is null) and every heartbeat is refused (UNRECOGNIZED_CLIENT_TYPE). A fresh
+// client sends them at start. Messages received by the old client are still
+// settled through the new one: ACKs and invisible-duration changes go by
+// receipt handle.
+//
+// A receive the old client has in flight can hang on a proxy that came
+// back without its settings, so recovery does not wait for receives to
+// fail: while receives are failing, a watcher replaces the client as soon
+// as the proxy's port accepts, and a replacement ends the old client's
+// receives at once (they return no messages).
 type Consumer struct {
 	cfg    config.RocketMQ
 	params ConsumerParams
+	log    *slog.Logger
 
 	mu        sync.Mutex
 	consumer  rmq.SimpleConsumer
-	failures  int
+	retired   context.Context // done once consumer is replaced
+	retire    context.CancelFunc
+	failures  int // receive failures of the current client, in a row
 	reopening bool
+	watching  bool          // the recovery watcher runs
+	closed    chan struct{} // closed by Close: the watcher stops
 	// A client start that fails still leaves goroutines behind in v5.1.4, so
-	// replacements during a long outage are spaced out: from 5 s, doubling
-	// to 2 min.
+	// failed starts are spaced out: from reopenFloor, doubling to
+	// reopenCeiling. The wait starts again from the floor as soon as the
+	// proxy answers with a status. While the proxy's port accepts (a proxy
+	// still starting its broker refuses client starts for a while), starts
+	// are spaced by at most reopenReachable, so a replacement follows the
+	// proxy's readiness within seconds, however long it was away.
 	reopenWait time.Duration
+	lastReopen time.Time
 	nextReopen time.Time
+	// The failure streak across replacements, for the recovery log line.
+	streak       int
+	failingSince time.Time
 }
 
-// reopenAfter is how many receive failures in a row replace the client.
-const reopenAfter = 3
+// Replacement pacing: see Consumer.
+const (
+	reopenAfter     = 3
+	reopenFloor     = time.Second
+	reopenCeiling   = 2 * time.Minute
+	reopenReachable = 2 * time.Second
+)
 
 var _ mq.Consumer = (*Consumer)(nil)
 
@@ -230,6 +303,9 @@ type ConsumerParams struct {
 	// Await is how long one Receive long-polls for messages; 20 s when zero.
 	// The proxy long-polls at least 5 s and refuses awaits under ~2.5 s.
 	Await time.Duration
+	// Logger gets one line per client replacement and per recovery ("rocketmq
+	// consumer receiving again", with how long receives failed); nil: none.
+	Logger *slog.Logger
 }
 
 // NewConsumer starts a simple consumer.
@@ -241,12 +317,16 @@ func NewConsumer(cfg config.RocketMQ, params ConsumerParams) (*Consumer, error) 
 		return nil, fmt.Errorf("new rocketmq consumer for %s: await %s is below the proxy's minimum long poll; use at least 3s", params.Group, params.Await)
 	}
 	routeClientLog(cfg)
-	c := &Consumer{cfg: cfg, params: params}
+	c := &Consumer{cfg: cfg, params: params, log: params.Logger, closed: make(chan struct{})}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
 	sc, err := c.open()
 	if err != nil {
 		return nil, err
 	}
 	c.consumer = sc
+	c.retired, c.retire = context.WithCancel(context.Background())
 	return c, nil
 }
 
@@ -266,6 +346,7 @@ func (c *Consumer) open() (rmq.SimpleConsumer, error) {
 			return sc, nil
 		}
 		if !racedStart(err) || try == startTries {
+			_ = sc.GracefulStop() // what of the failed start can be stopped
 			return nil, fmt.Errorf("start rocketmq consumer for %s at %s: %w", c.params.Group, c.cfg.Endpoint, startError(c.cfg, err))
 		}
 		_ = sc.GracefulStop()
@@ -278,13 +359,35 @@ func (c *Consumer) current() rmq.SimpleConsumer {
 	return c.consumer
 }
 
+// topics names what the consumer reads, for its log lines.
+func (c *Consumer) topics() string {
+	names := make([]string, 0, len(c.params.Filters))
+	for t := range c.params.Filters {
+		names = append(names, t)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ",")
+}
+
 // Receive long-polls for up to max messages. An empty result is not an error.
 func (c *Consumer) Receive(ctx context.Context, max int, invisible time.Duration) ([]*mq.Received, error) {
-	sc := c.current()
-	views, err := sc.Receive(ctx, int32(max), invisible)
+	c.mu.Lock()
+	sc, retired := c.consumer, c.retired
+	c.mu.Unlock()
+	if retired == nil { // a Consumer not made by NewConsumer
+		retired = context.Background()
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(retired, cancel)()
+	sent := time.Now()
+	views, err := sc.Receive(rctx, int32(max), invisible)
+	if err != nil && ctx.Err() == nil && retired.Err() != nil {
+		return nil, nil // the client was replaced meanwhile: receive again
+	}
 	if err != nil {
 		if status, ok := rmq.AsErrRpcStatus(err); ok && status.GetCode() == int32(v2.Code_MESSAGE_NOT_FOUND) {
-			c.succeeded()
+			c.succeeded(sent)
 			return nil, nil
 		}
 		err = access(err)
@@ -292,13 +395,13 @@ func (c *Consumer) Receive(ctx context.Context, max int, invisible time.Duration
 		// failures count towards replacing it.
 		refused := errors.Is(err, mq.ErrUnauthenticated) || errors.Is(err, mq.ErrForbidden)
 		if ctx.Err() == nil && !refused {
-			if rerr := c.failed(sc); rerr != nil {
+			if rerr := c.failed(sc, err); rerr != nil {
 				err = errors.Join(err, rerr)
 			}
 		}
 		return nil, fmt.Errorf("receive: %w", err)
 	}
-	c.succeeded()
+	c.succeeded(sent)
 	out := make([]*mq.Received, 0, len(views))
 	for _, v := range views {
 		out = append(out, received(v))
@@ -306,43 +409,153 @@ func (c *Consumer) Receive(ctx context.Context, max int, invisible time.Duration
 	return out, nil
 }
 
-func (c *Consumer) succeeded() {
+// succeeded ends a failure streak with a receive sent at sent. The
+// consumer was listening again from then: a long poll on an idle topic
+// answers only after its await, but a message published meanwhile would
+// have been delivered at once. So the recovery line's deaf time ends at
+// sent, and the line says when that was (listening_since).
+func (c *Consumer) succeeded(sent time.Time) {
 	c.mu.Lock()
-	c.failures = 0
+	streak, since := c.streak, c.failingSince
+	c.failures, c.streak, c.reopenWait, c.nextReopen = 0, 0, 0, time.Time{}
 	c.mu.Unlock()
+	if streak > 0 {
+		c.log.Info("rocketmq consumer receiving again", slog.String("consumer_group", c.params.Group), slog.String("topic", c.topics()),
+			slog.Int("failures", streak), slog.Time("listening_since", sent),
+			slog.Duration("deaf_for", max(sent.Sub(since), 0).Round(time.Millisecond)))
+	}
 }
 
-// failed counts a receive failure of sc and replaces the client once they
-// pile up. A replacement that cannot start is tried again on the next
-// failure. The lock is not held while the new client starts, so ACKs of
-// messages in flight go on meanwhile.
-func (c *Consumer) failed(sc rmq.SimpleConsumer) error {
+// settingsLost reports an answer of a proxy that is up but no longer knows
+// the client's settings: its receive reads them and fails on their absence
+// (a NullPointerException naming Settings), its heartbeat refuses the
+// client as UNRECOGNIZED_CLIENT_TYPE.
+func settingsLost(err error) bool {
+	if status, ok := rmq.AsErrRpcStatus(err); ok && v2.Code(status.GetCode()) == v2.Code_UNRECOGNIZED_CLIENT_TYPE {
+		return true
+	}
+	text := err.Error()
+	return strings.Contains(text, "UNRECOGNIZED_CLIENT_TYPE") || strings.Contains(text, "cannot find client settings") ||
+		strings.Contains(text, `"settings" is null`) || strings.Contains(text, "settings is null") ||
+		strings.Contains(text, "Settings.getSubscription()") || strings.Contains(text, "Settings.getBackoffPolicy()")
+}
+
+// proxyAnswered reports a failure the proxy itself answered (a status of
+// its own): the proxy is up, whatever went wrong.
+func proxyAnswered(err error) bool {
+	_, ok := rmq.AsErrRpcStatus(err)
+	return ok
+}
+
+// failed counts a receive failure of sc and replaces the client when the
+// proxy lost its settings, or once other failures pile up. A replacement
+// that cannot start is tried again on a later failure. The lock is not held
+// while the new client starts, so ACKs of messages in flight go on
+// meanwhile.
+func (c *Consumer) failed(sc rmq.SimpleConsumer, cause error) error {
+	lost := settingsLost(cause)
 	c.mu.Lock()
 	if c.consumer != sc || c.reopening {
 		c.mu.Unlock()
 		return nil // replaced, or being replaced, by a concurrent receive
 	}
+	if c.streak == 0 {
+		c.failingSince = time.Now()
+	}
 	c.failures++
-	if c.failures < reopenAfter || time.Now().Before(c.nextReopen) {
+	c.streak++
+	if !c.watching && c.closed != nil {
+		c.watching = true
+		go c.watch()
+	}
+	if lost || proxyAnswered(cause) {
+		c.reopenWait, c.nextReopen = 0, time.Time{}
+	}
+	if !lost && c.failures < reopenAfter {
 		c.mu.Unlock()
 		return nil
 	}
+	waiting := time.Now().Before(c.nextReopen)
+	soon := time.Since(c.lastReopen) >= reopenReachable
 	c.reopening = true
 	c.mu.Unlock()
 
+	// A failed start waits out its backoff only while the proxy's port
+	// stays closed; once it accepts, the next start comes soon.
+	if waiting && (!soon || Reachable(context.Background(), c.cfg) != nil) {
+		c.mu.Lock()
+		c.reopening = false
+		c.mu.Unlock()
+		return nil
+	}
+	reason := "receives failing"
+	if lost {
+		reason = "the proxy lost the client's settings"
+	}
+	return c.replace(sc, reason)
+}
+
+// replace starts a new client in place of sc, which the caller marked
+// c.reopening. On success the old client's receives end and it stops.
+func (c *Consumer) replace(sc rmq.SimpleConsumer, reason string) error {
 	fresh, err := c.open()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.reopening = false
+	c.lastReopen = time.Now()
 	if err != nil {
-		c.reopenWait = min(max(2*c.reopenWait, 5*time.Second), 2*time.Minute)
-		c.nextReopen = time.Now().Add(c.reopenWait)
-		return fmt.Errorf("replace rocketmq consumer (next try in %s): %w", c.reopenWait, err)
+		c.reopenWait = min(max(2*c.reopenWait, reopenFloor), reopenCeiling)
+		c.nextReopen = c.lastReopen.Add(c.reopenWait)
+		return fmt.Errorf("replace rocketmq consumer (next try in %s, or once the proxy's port accepts): %w", c.reopenWait, err)
 	}
-	c.consumer, c.failures, c.reopenWait = fresh, 0, 0
+	if c.retire != nil {
+		c.retire()
+	}
+	c.consumer, c.failures, c.reopenWait, c.nextReopen = fresh, 0, 0, time.Time{}
+	c.retired, c.retire = context.WithCancel(context.Background())
+	c.log.Info("rocketmq consumer replaced", slog.String("consumer_group", c.params.Group), slog.String("topic", c.topics()),
+		slog.String("reason", reason))
 	// The old client's stop waits on the broker; it must not hold receives.
 	go func() { _ = sc.GracefulStop() }()
 	return nil
+}
+
+// watch runs while receives are failing: every reopenReachable, a client
+// that has failed since its start is replaced once the proxy's port
+// accepts, without waiting for a receive of it to fail again (one may
+// hang). It ends with the failure streak or with Close.
+func (c *Consumer) watch() {
+	tick := time.NewTicker(reopenReachable)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.closed:
+			return
+		case <-tick.C:
+		}
+		c.mu.Lock()
+		if c.streak == 0 {
+			c.watching = false
+			c.mu.Unlock()
+			return
+		}
+		sc := c.consumer
+		due := c.failures > 0 && !c.reopening && time.Since(c.lastReopen) >= reopenReachable
+		if due {
+			c.reopening = true
+		}
+		c.mu.Unlock()
+		if !due {
+			continue
+		}
+		if Reachable(context.Background(), c.cfg) != nil {
+			c.mu.Lock()
+			c.reopening = false
+			c.mu.Unlock()
+			continue
+		}
+		_ = c.replace(sc, "receives failing, the proxy's port accepting again")
+	}
 }
 
 func received(v *rmq.MessageView) *mq.Received {
@@ -407,18 +620,31 @@ func (c *Consumer) ChangeInvisibleDuration(_ context.Context, msg *mq.Received, 
 }
 
 // Close stops the consumer.
-func (c *Consumer) Close() error { return c.current().GracefulStop() }
+func (c *Consumer) Close() error {
+	c.mu.Lock()
+	if c.closed == nil {
+		c.closed = make(chan struct{})
+	}
+	select {
+	case <-c.closed:
+	default:
+		close(c.closed)
+	}
+	c.mu.Unlock()
+	return c.current().GracefulStop()
+}
 
 // OpenGroup opens one consumer per subscription of g: a simple consumer
 // polls its topics in turn and would wait out an empty one's long poll
 // before reading the next. On error nothing stays open.
-func OpenGroup(cfg config.RocketMQ, g catalog.Group, await time.Duration) ([]*Consumer, error) {
+func OpenGroup(cfg config.RocketMQ, g catalog.Group, await time.Duration, log *slog.Logger) ([]*Consumer, error) {
 	var out []*Consumer
 	for _, sub := range g.Subscriptions {
 		c, err := NewConsumer(cfg, ConsumerParams{
 			Group:   g.BrokerName(),
 			Filters: map[string]string{sub.Topic.BrokerName(): sub.FilterExpression()},
 			Await:   await,
+			Logger:  log,
 		})
 		if err != nil {
 			for _, opened := range out {
