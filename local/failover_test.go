@@ -59,20 +59,24 @@ func TestFailoverAcrossProvidersStartsOneJobPerTask(t *testing.T) {
 	require.LessOrEqual(t, rep.MaxJobsPerTask, 1)
 	require.Positive(t, ws.JobsCreated, "Replicate's circuit opened and attempts went to Runway")
 
-	// Every attempt records its provider; a moved task has its abandoned
-	// attempt at Replicate before its attempt at Runway, and a content
-	// refusal was never moved.
-	rows, err := env.pool.Query(ctx, `SELECT t.error_code, a.status, a.provider FROM generation_tasks t JOIN task_attempts a USING (task_id)
-		WHERE t.task_id = ANY($1) ORDER BY t.task_id, a.attempt_no`, res.Tasks)
+	// Every attempt records its provider. An abandoned attempt made no
+	// remote job (no job id; every send it made was refused outright, or a
+	// lookup proved none) and is followed by one at the other provider:
+	// either way, as the circuits of both open and close under their
+	// faults.
+	rows, err := env.pool.Query(ctx, `SELECT a.status, a.provider, a.provider_job_id IS NULL, a.sends = a.refused_sends,
+			EXISTS (SELECT 1 FROM task_attempts n WHERE n.task_id = a.task_id AND n.attempt_no > a.attempt_no AND n.provider <> a.provider)
+		FROM task_attempts a WHERE a.task_id = ANY($1) ORDER BY a.task_id, a.attempt_no`, res.Tasks)
 	require.NoError(t, err)
 	defer rows.Close()
 	for rows.Next() {
-		var code *string
 		var status, prov string
-		require.NoError(t, rows.Scan(&code, &status, &prov))
+		var noJob, refused, followed bool
+		require.NoError(t, rows.Scan(&status, &prov, &noJob, &refused, &followed))
 		require.Contains(t, []string{"replicate", "runway"}, prov)
 		if status == "ABANDONED" {
-			require.Equal(t, "replicate", prov, "the first provider is the one left")
+			require.True(t, noJob && refused, "an abandoned attempt at %s made no remote job", prov)
+			require.True(t, followed, "an attempt abandoned at %s is followed by one at the other provider", prov)
 		}
 	}
 	require.NoError(t, rows.Err())

@@ -28,8 +28,9 @@ var (
 	hookEvents = []string{"start", "output", "logs", "completed"}
 )
 
-// create starts a prediction, or returns the one an earlier request with
-// the same Idempotency-Key started.
+// create starts a prediction. With Options.HonorIdempotencyKey, it returns
+// the one an earlier request with the same Idempotency-Key started instead;
+// without (as Replicate), every create is a new job.
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20+1))
 	if err != nil {
@@ -80,6 +81,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	j, replay := s.byKey[key]
+	if !s.opts.HonorIdempotencyKey {
+		j, replay = nil, false // as Replicate: the header means nothing
+	}
 	switch {
 	case !replay && s.refuseContentLocked(prompt):
 		s.mu.Unlock()

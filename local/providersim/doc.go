@@ -9,10 +9,12 @@
 //
 //   - POST /v1/predictions (with "version") and
 //     POST /v1/models/{owner}/{name}/predictions: start a job, 201 with
-//     the prediction. A repeated Idempotency-Key with the same request
-//     returns the same job (Replicate documents no such key; the simulator
-//     behaves as a provider that honours it would), with another request
-//     422.
+//     the prediction. Like Replicate, which documents no idempotency key,
+//     it ignores Idempotency-Key: every create is a new job, and the
+//     counts per key in /sim/stats show each resend. With
+//     [Options.HonorIdempotencyKey] it behaves as a provider that honours
+//     the key would: a repeat with the same request returns the same job
+//     (Idempotent-Replayed: true), one with another request is a 422.
 //   - GET /v1/predictions/{id}, POST /v1/predictions/{id}/cancel, and
 //     GET /v1/predictions?created_after=…, newest first, with an absolute
 //     "next" cursor link.

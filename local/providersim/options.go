@@ -72,6 +72,13 @@ type Options struct {
 	ThrottleFor   time.Duration
 	// RunwayVersion is the X-Runway-Version every Runway request must carry.
 	RunwayVersion string
+	// HonorIdempotencyKey answers a Replicate create repeated under the
+	// same Idempotency-Key with the job the first one started. Replicate
+	// documents no such key, so by default the simulator behaves as
+	// Replicate does: it ignores the header and every create it receives
+	// is a new (paid) job. The counts per key in [Stats] then show every
+	// resend.
+	HonorIdempotencyKey bool
 
 	// MaxJobs bounds the jobs kept; the oldest finished job makes room,
 	// and a submit with every slot running is answered 429.
@@ -166,6 +173,18 @@ func knobs() []knob {
 		rateKnob("rate-content-fail", "PROVIDERSIM_RATE_CONTENT_FAIL", "share of jobs that end failed for content policy", func(o *Options) *float64 { return &o.RateContentFail }),
 		intKnob("throttle-above", "PROVIDERSIM_THROTTLE_ABOVE", "Runway tasks created while this many are unfinished start THROTTLED; 0 never", func(o *Options) *int { return &o.ThrottleAbove }),
 		durationKnob("throttle-for", "PROVIDERSIM_THROTTLE_FOR", "how long a throttled Runway task stays THROTTLED", func(o *Options) *time.Duration { return &o.ThrottleFor }),
+		{
+			name: "honor-idempotency-key", env: "PROVIDERSIM_HONOR_IDEMPOTENCY_KEY",
+			usage: "answer a Replicate create repeated under one Idempotency-Key with the first one's job (real Replicate documents no such key and makes a new job)",
+			set: func(o *Options, v string) error {
+				b, err := strconv.ParseBool(v)
+				if err == nil {
+					o.HonorIdempotencyKey = b
+				}
+				return err
+			},
+			get: func(o *Options) string { return strconv.FormatBool(o.HonorIdempotencyKey) },
+		},
 		stringKnob("runway-version", "PROVIDERSIM_RUNWAY_VERSION", "X-Runway-Version Runway requests must carry", func(o *Options) *string { return &o.RunwayVersion }),
 		intKnob("max-jobs", "PROVIDERSIM_MAX_JOBS", "jobs kept in memory", func(o *Options) *int { return &o.MaxJobs }),
 		stringKnob("cache-dir", "PROVIDERSIM_CACHE_DIR", "folder of generated MP4s; empty means aivedio-providersim-<uid> in the temp dir", func(o *Options) *string { return &o.CacheDir }),

@@ -35,7 +35,8 @@ func TestJobIDsAreUniqueAcrossRuns(t *testing.T) {
 // TestStateFileKeepsJobs: a simulator started again on the state file of
 // one that stopped while a job ran knows the job, finishes it on its
 // schedule, sends the webhook the first one had not sent yet, answers a
-// repeated Idempotency-Key with the same job, and counts it once.
+// repeated Idempotency-Key with the same job when it honours keys, and
+// counts it once.
 func TestStateFileKeepsJobs(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
@@ -51,6 +52,7 @@ func TestStateFileKeepsJobs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "jobs")
 	edit := func(o *providersim.Options) {
 		o.StateFile = path
+		o.HonorIdempotencyKey = true
 		o.JobDurationMin, o.JobDurationMax = 500*time.Millisecond, 500*time.Millisecond
 	}
 	input := map[string]any{"resolution": "480p"}

@@ -15,7 +15,7 @@ import (
 
 func TestWireFormat(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
+	b := setup(t, func(o *providersim.Options) { o.HonorIdempotencyKey = true })
 	hook := "https://api.example/cb?aivedio_client_request_id=req-1"
 	a := b.call(t, http.MethodPost, "/v1/models/acme/video/predictions", map[string]any{
 		"input":                 map[string]any{"prompt": "p", "duration": 2, "resolution": "1280x720"},
@@ -91,6 +91,20 @@ func TestWireFormat(t *testing.T) {
 		st := b.sim.Stats()
 		require.Equal(t, 1, st.JobsByIdempotencyKey["k1"])
 		require.Equal(t, 1, st.JobsByClientRequestID["req-1"])
+	})
+
+	t.Run("as Replicate, a repeated key is a new job", func(t *testing.T) {
+		plain := setup(t, nil)
+		req := map[string]any{"input": map[string]any{"prompt": "p"}, "webhook": hook}
+		first := plain.call(t, http.MethodPost, "/v1/models/acme/video/predictions", req, map[string]string{"Idempotency-Key": "k1"})
+		again := plain.call(t, http.MethodPost, "/v1/models/acme/video/predictions", req, map[string]string{"Idempotency-Key": "k1"})
+		require.Equal(t, http.StatusCreated, again.status)
+		require.Empty(t, again.header.Get("Idempotent-Replayed"))
+		require.NotEqual(t, first.json(t)["id"], again.json(t)["id"])
+		st := plain.sim.Stats()
+		require.Equal(t, 2, st.JobsByIdempotencyKey["k1"], "the resend is counted against its key")
+		require.Equal(t, 2, st.JobsByClientRequestID["req-1"])
+		require.Zero(t, st.IdempotentReplays)
 	})
 
 	t.Run("webhook secret", func(t *testing.T) {

@@ -30,11 +30,12 @@
 // # What the API lacks, and how this client covers it
 //
 // Replicate documents no idempotency key. Submit still sends the attempt's
-// key as an Idempotency-Key header, which costs nothing and is honoured by
-// the simulator, but against Replicate itself a repeated submit after a lost
-// answer can start a second prediction. The pipeline therefore never
-// resubmits after [provider.ClassTimeoutUnknown] without asking
-// FindByClientRequestID first.
+// key as an Idempotency-Key header, which costs nothing (the simulator
+// honours it only when asked to), but a repeated submit can start a second
+// prediction. The client is therefore not a [provider.Deduper]: the
+// pipeline never resubmits a submit that may have acted (an answer lost, a
+// 5xx, a process killed mid-call) without asking FindByClientRequestID
+// first.
 //
 // Replicate has no client request id either. Submit carries ours as the
 // query parameter [ClientRequestIDParam] of the webhook URL, which Replicate

@@ -18,9 +18,13 @@ import (
 // The tests in this file drive the client against the provider simulator
 // over real HTTP.
 
-func TestSimSubmitIsIdempotent(t *testing.T) {
+// TestSimSubmitIsIdempotentWhereKeysAreHonoured: against a provider that
+// honours Idempotency-Key (the simulator's opt-in mode), a resend reaches
+// the first job. Replicate documents no such key, so the client does not
+// claim it (provider.ResendSafe is false): TestSimResendIsANewJob.
+func TestSimSubmitIsIdempotentWhereKeysAreHonoured(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{sim: func(o *providersim.Options) { o.HonorIdempotencyKey = true }})
 	req := submitRequest(t, "")
 
 	first, err := b.client.Submit(t.Context(), req)
@@ -39,6 +43,23 @@ func TestSimSubmitIsIdempotent(t *testing.T) {
 	_, err = b.client.Submit(t.Context(), other)
 	requireClass(t, provider.ClassRejected, err)
 	require.Equal(t, 1, b.stats(t).JobsCreated)
+}
+
+// TestSimResendIsANewJob: against a provider that behaves as Replicate
+// (no idempotency key), a submit sent twice is two paid jobs, and the
+// client says so: it is not resend-safe, so the pipeline looks a submit up
+// by its client request id before it ever sends it again.
+func TestSimResendIsANewJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	req := submitRequest(t, "")
+	first, err := b.client.Submit(t.Context(), req)
+	require.NoError(t, err)
+	again, err := b.client.Submit(t.Context(), req)
+	require.NoError(t, err)
+	require.NotEqual(t, first.ID, again.ID)
+	require.Equal(t, map[string]int{req.IdempotencyKey: 2}, b.stats(t).JobsByIdempotencyKey)
+	require.False(t, provider.ResendSafe(b.client), "Replicate documents no idempotency key")
 }
 
 // TestSimLifecycle follows one job from submit to downloaded output and
@@ -342,10 +363,9 @@ func TestSimFaults(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, req.ClientRequestID, found.ClientRequestID)
 
-			_, err = b.client.Submit(t.Context(), req)
-			requireClass(t, provider.ClassTimeoutUnknown, err)
+			// Found, so never sent again: one job.
 			st := b.stats(t)
-			require.Equal(t, 2, st.Faults.Dropped)
+			require.Equal(t, 1, st.Faults.Dropped)
 			require.Equal(t, map[string]int{req.IdempotencyKey: 1}, st.JobsByIdempotencyKey, "no duplicate generation")
 			require.Equal(t, map[string]int{req.ClientRequestID: 1}, st.JobsByClientRequestID)
 		})
