@@ -34,7 +34,12 @@ type assetView struct {
 	AudioCodec      *string      `json:"audio_codec"`
 	SizeBytes       int64        `json:"size_bytes"`
 	SHA256          string       `json:"sha256"`
-	// DownloadURL is a short-lived link to the bytes, once READY.
+	// HeldByReview is the status of the content review that holds a
+	// READY output back (no download URL, no timeline, no render) until it
+	// approves; absent when nothing holds it.
+	HeldByReview string `json:"held_by_review,omitempty"`
+	// DownloadURL is a short-lived link to the bytes, once READY and not
+	// held by a review.
 	DownloadURL  string       `json:"download_url,omitempty"`
 	URLExpiresAt *time.Time   `json:"download_url_expires_at,omitempty"`
 	Derivatives  []assetView  `json:"derivatives"`
@@ -42,6 +47,7 @@ type assetView struct {
 	CreatedAt    time.Time    `json:"created_at"`
 	UpdatedAt    time.Time    `json:"updated_at"`
 	objectKey    string
+	usable       bool // may be handed out: asset.Asset.Usable
 }
 
 // assetPage is the answer of GET /v1/assets.
@@ -68,6 +74,7 @@ func assetViewOf(a asset.Asset) assetView {
 	if a.Status == asset.Failed {
 		v.Error = &errorDetail{Code: a.ErrorCode, Message: a.ErrorMessage}
 	}
+	v.HeldByReview, v.usable = a.Review, a.Usable()
 	return v
 }
 
@@ -166,7 +173,7 @@ func (s *Server) assetViews(ctx context.Context, originals []asset.Asset) ([]ass
 // presignView adds the download URL of a READY asset; one that cannot be
 // made is left out and logged (without the URL).
 func (s *Server) presignView(ctx context.Context, v *assetView) {
-	if s.blob == nil || v.Status != asset.Ready {
+	if s.blob == nil || !v.usable {
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)

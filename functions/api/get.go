@@ -143,6 +143,8 @@ func (s *Server) getGeneration(w http.ResponseWriter, r *http.Request, p tenant.
 		}
 		if err == nil {
 			v.Review = reviewViewOf(r)
+			// Nothing is handed out before the review approved it.
+			served = served && r.Status == reviews.Approved
 		}
 		return err
 	})
@@ -156,8 +158,9 @@ func (s *Server) getGeneration(w http.ResponseWriter, r *http.Request, p tenant.
 		v.Progress = s.liveProgress(ctx, id, v.Progress)
 	}
 	if served {
-		// An output the content review rejected is listed, never
-		// handed out: no download URL (README, "Content review").
+		// An output the content review has not approved (pending,
+		// waiting, unavailable or rejected) is listed, never handed out:
+		// no download URL (README, "Content review").
 		s.presign(ctx, v.Outputs)
 	}
 	w.Header().Set("Cache-Control", "no-store") // it may hold presigned URLs

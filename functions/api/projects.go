@@ -241,7 +241,7 @@ func (a *assetResolver) lookup(id uuid.UUID) (timeline.Media, bool) {
 		a.err = err
 		return timeline.Media{}, false
 	}
-	m := timeline.Media{Ready: got.Status == asset.Ready, HasVideo: got.VideoCodec != "", HasAudio: got.AudioCodec != ""}
+	m := timeline.Media{Ready: got.Status == asset.Ready, HeldByReview: got.Review, HasVideo: got.VideoCodec != "", HasAudio: got.AudioCodec != ""}
 	if got.DurationMS != nil {
 		m.Duration = time.Duration(*got.DurationMS) * time.Millisecond
 	}

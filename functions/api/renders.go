@@ -176,7 +176,8 @@ func profileNames() []string {
 }
 
 // inputChecksums reads the sha256 of every input of a revision: an input
-// that is no longer READY cannot be rendered.
+// that is no longer READY, or that a content review holds back, cannot be
+// rendered.
 func (s *Server) inputChecksums(ctx context.Context, tenantID uuid.UUID, ids []uuid.UUID) (map[uuid.UUID][]byte, *apiError) {
 	out := make(map[uuid.UUID][]byte, len(ids))
 	for _, id := range ids {
@@ -187,8 +188,8 @@ func (s *Server) inputChecksums(ctx context.Context, tenantID uuid.UUID, ids []u
 		if err != nil {
 			return nil, s.internal(ctx, "read render input", err)
 		}
-		if a.Status != asset.Ready {
-			return nil, errorf(http.StatusUnprocessableEntity, CodeInvalidTimeline, "input asset %s of the revision is %s, not READY", id, a.Status)
+		if !a.Usable() {
+			return nil, errorf(http.StatusUnprocessableEntity, CodeInvalidTimeline, "input %s of the revision cannot be rendered", a.Unusable())
 		}
 		out[id] = a.SHA256
 	}

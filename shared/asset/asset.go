@@ -85,20 +85,45 @@ type Asset struct {
 	Probed        bool
 	ErrorCode     string
 	ErrorMessage  string
-	Rescues       int // re-emissions of an upload's probe by the reconciler
+	Rescues       int // the reconciler's re-emissions of an upload's probe that reached the probe stage
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+	// Review is the status of the content review of the generation the
+	// asset comes from while that review has not approved it (PENDING,
+	// WAITING, UNAVAILABLE, REJECTED); "" when no review is required, or
+	// it approved. See [Asset.Usable].
+	Review string
+}
+
+// Usable reports whether the asset may be handed out (a download URL), cut
+// into a timeline or rendered: it is READY, and no content review holds
+// it back. An output is not usable until its review approved it: not while
+// the review is pending, waiting for the reviewer or unavailable, and never
+// once it rejected it.
+func (a Asset) Usable() bool { return a.Status == Ready && a.Review == "" }
+
+// Unusable says, for a person, why the asset is not [Asset.Usable]; ""
+// when it is.
+func (a Asset) Unusable() string {
+	switch {
+	case a.Status != Ready:
+		return fmt.Sprintf("asset %s is %s, not READY", a.ID, a.Status)
+	case a.Review != "":
+		return fmt.Sprintf("asset %s is held by the content review of its generation (review %s): it can be used once the review approves it", a.ID, a.Review)
+	}
+	return ""
 }
 
 const columns = `asset_id, tenant_id, task_id, source_asset_id, kind, status, coalesce(media_type, ''), coalesce(filename, ''),
 	object_key, checksum_sha256, size_bytes, content_type, duration_ms, width, height, coalesce(video_codec, ''), coalesce(audio_codec, ''),
-	probe IS NOT NULL, coalesce(error_code, ''), coalesce(error_message, ''), rescues, created_at, updated_at`
+	probe IS NOT NULL, coalesce(error_code, ''), coalesce(error_message, ''), rescues, created_at, updated_at,
+	coalesce((SELECT r.status FROM task_reviews r WHERE r.task_id = assets.task_id AND r.status <> 'APPROVED'), '')`
 
 func scan(row pgx.Row) (Asset, error) {
 	var a Asset
 	err := row.Scan(&a.ID, &a.TenantID, &a.TaskID, &a.SourceAssetID, &a.Kind, &a.Status, &a.MediaType, &a.Filename,
 		&a.ObjectKey, &a.SHA256, &a.SizeBytes, &a.ContentType, &a.DurationMS, &a.Width, &a.Height, &a.VideoCodec, &a.AudioCodec,
-		&a.Probed, &a.ErrorCode, &a.ErrorMessage, &a.Rescues, &a.CreatedAt, &a.UpdatedAt)
+		&a.Probed, &a.ErrorCode, &a.ErrorMessage, &a.Rescues, &a.CreatedAt, &a.UpdatedAt, &a.Review)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Asset{}, ErrNotFound
 	}

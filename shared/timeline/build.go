@@ -27,6 +27,8 @@ func (b *builder) video(path string, id uuid.UUID) (int64, *Error) {
 		return 0, refuse(path, "asset %s does not exist", id)
 	case !m.Ready:
 		return 0, refuse(path, "asset %s is not READY yet: complete its upload and wait for its probe (GET /v1/assets/%s)", id, id)
+	case m.HeldByReview != "":
+		return 0, refuse(path, "asset %s is held by the content review of its generation (review %s): it can be used once the review approves it", id, m.HeldByReview)
 	case !m.HasVideo:
 		return 0, refuse(path, "asset %s has no video stream: a clip needs one", id)
 	}
@@ -97,6 +99,8 @@ func (b *builder) audio(path string, id uuid.UUID, in int64, gain float64) *Erro
 		return refuse(path+".asset_id", "asset %s does not exist", id)
 	case !m.Ready:
 		return refuse(path+".asset_id", "asset %s is not READY yet", id)
+	case m.HeldByReview != "":
+		return refuse(path+".asset_id", "asset %s is held by the content review of its generation (review %s): it can be used once the review approves it", id, m.HeldByReview)
 	case !m.HasAudio:
 		return refuse(path+".asset_id", "asset %s has no audio stream", id)
 	case gain < MinGainDB || gain > MaxGainDB:

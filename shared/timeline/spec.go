@@ -132,10 +132,14 @@ func (s Spec) Hash() []byte {
 // Media is what the lowering needs to know of an asset the timeline
 // names.
 type Media struct {
-	Ready    bool
-	HasVideo bool
-	HasAudio bool
-	Duration time.Duration
+	Ready bool
+	// HeldByReview is the status of a content review that has not
+	// approved the asset (a generation's output): it may not be used yet,
+	// or never. Empty when nothing holds it.
+	HeldByReview string
+	HasVideo     bool
+	HasAudio     bool
+	Duration     time.Duration
 }
 
 // Resolver finds an asset of the tenant; false for one that does not
