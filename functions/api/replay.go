@@ -45,6 +45,7 @@ const (
 	CodeReplayOutsideWindow = "replay_outside_window" // 409: refused, the event is older than REPLAY_WINDOW and its inbox rows may be pruned
 	CodeReplayNotApproved   = "replay_not_approved"   // 409: execute of a dry run that was never approved
 	CodeReplayDecided       = "replay_decided"        // 409: approve of a replay already approved or refused
+	CodeReplaySamePlanner   = "replay_same_planner"   // 403: approve with the api key that planned the replay
 	CodeQuarantineChanged   = "quarantine_changed"    // 409: a bulk approval's expect no longer matches
 	CodeQuarantineClosed    = "quarantine_closed"     // 409: discard of a message replayed or discarded already
 )
@@ -418,6 +419,8 @@ func (s *Server) replayError(ctx context.Context, what string, err error) *apiEr
 		return errorf(http.StatusConflict, CodeReplayRefused, "%s", err.Error())
 	case errors.Is(err, replay.ErrNotApproved):
 		return errorf(http.StatusConflict, CodeReplayNotApproved, "%s", err.Error())
+	case errors.Is(err, replay.ErrSamePlanner):
+		return errorf(http.StatusForbidden, CodeReplaySamePlanner, "%s", err.Error())
 	case errors.Is(err, replay.ErrDecided):
 		return errorf(http.StatusConflict, CodeReplayDecided, "%s", err.Error())
 	case errors.Is(err, replay.ErrChanged):

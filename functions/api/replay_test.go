@@ -104,10 +104,20 @@ func TestReplayOfStaleSubmitThroughTheAPI(t *testing.T) {
 	require.Equal(t, "invalid_field", r.errorCode(t))
 	require.Contains(t, r.message(t), "reason is required")
 
+	// The key that planned the replay cannot approve it, whoever it names.
 	r = admin(http.MethodPost, replayPath+"/approve", `{"ticket":"OPS-7","operator":"bob","reason":"provider fixed"}`)
+	require.Equal(t, http.StatusForbidden, r.status, "%s", r.body)
+	require.Equal(t, "replay_same_planner", r.errorCode(t))
+	require.Contains(t, r.message(t), "another admin key")
+	_, approverKey := b.tenant(t, 0, tenant.RoleAdmin)
+	approver := func(method, path, body string) response {
+		t.Helper()
+		return b.do(t, method, path, approverKey, body, "Content-Type", "application/json")
+	}
+	r = approver(http.MethodPost, replayPath+"/approve", `{"ticket":"OPS-7","operator":"bob","reason":"provider fixed"}`)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 	require.Equal(t, replay.StatusApproved, r.json(t)["status"])
-	r = admin(http.MethodPost, replayPath+"/approve", `{"ticket":"OPS-7","operator":"bob","reason":"provider fixed"}`)
+	r = approver(http.MethodPost, replayPath+"/approve", `{"ticket":"OPS-7","operator":"bob","reason":"provider fixed"}`)
 	require.Equal(t, http.StatusConflict, r.status)
 	require.Equal(t, "replay_decided", r.errorCode(t))
 

@@ -39,7 +39,8 @@ func TestReplayOutsideTheWindowIsAConflict(t *testing.T) {
 	require.Equal(t, replay.CodeOutsideWindow, rep.Verdict.Code)
 	require.Equal(t, 7*24*time.Hour, rep.ReplayWindow)
 
-	r := b.do(t, http.MethodPost, "/v1/admin/replays/"+rep.ReplayID.String()+"/approve", adminKey,
+	_, approverKey := b.tenant(t, 0, tenant.RoleAdmin)
+	r := b.do(t, http.MethodPost, "/v1/admin/replays/"+rep.ReplayID.String()+"/approve", approverKey,
 		`{"ticket":"OPS-9","operator":"bob","reason":"customer asked"}`, "Content-Type", "application/json")
 	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
 	require.Equal(t, "replay_outside_window", r.errorCode(t))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -37,6 +38,10 @@ func (desk *Desk) Approve(ctx context.Context, replayID uuid.UUID, d Decision) (
 		}
 		if cur.Status != StatusDryRun {
 			return fmt.Errorf("%w: replay %s is %s already (ticket %s, operator %s)", ErrDecided, replayID, cur.Status, cur.Ticket, cur.Operator)
+		}
+		if key := apiKeyOf(d.Operator); key != "" && key == apiKeyOf(cur.Operator) {
+			return fmt.Errorf("%w: replay %s was planned with api key %s (%s); a replay is approved with another admin key, by another person",
+				ErrSamePlanner, replayID, key, cur.Operator)
 		}
 		in, now, err := desk.reinspect(ctx, tx, cur)
 		if err != nil {
@@ -231,4 +236,15 @@ func priors(ctx context.Context, q querier, consumer string, eventID, self uuid.
 		p.CreatedAt = p.CreatedAt.UTC()
 		return p, err
 	})
+}
+
+// apiKeyOf is the API key an operator string names ("alice (api key
+// <id>)", or "api key <id>" when no person was named), "" when none: the
+// command line names no key.
+func apiKeyOf(operator string) string {
+	i := strings.LastIndex(operator, "api key ")
+	if i < 0 {
+		return ""
+	}
+	return strings.TrimSuffix(operator[i+len("api key "):], ")")
 }

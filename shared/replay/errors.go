@@ -30,6 +30,9 @@ var (
 	// ErrChanged: the quarantine no longer matches what the bulk dry run
 	// counted; nothing was approved.
 	ErrChanged = errors.New("quarantine changed since the dry run")
+	// ErrSamePlanner: the approval comes with the API key that planned the
+	// replay; another key (another person) approves it.
+	ErrSamePlanner = errors.New("replay approved by the key that planned it")
 	// ErrOutsideWindow: the event is older than the replay window, so the
 	// consumer's inbox may no longer know it; the replay is refused, and
 	// the error wraps ErrRefused too.
