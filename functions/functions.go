@@ -60,6 +60,10 @@ type Deps struct {
 	// RenderChunk and RenderLease are the render stage's chunk length and
 	// claim; its defaults when zero.
 	RenderChunk, RenderLease time.Duration
+	// RenderChunkTimeoutFactor and RenderChunkTimeoutMin bound a chunk's
+	// ffmpeg run; the render stage's defaults when zero.
+	RenderChunkTimeoutFactor int
+	RenderChunkTimeoutMin    time.Duration
 	// Review is the content review's configuration: the probe asks for a
 	// review when it is on, and the review stage calls its endpoint.
 	Review config.Review
@@ -95,7 +99,7 @@ var constructors = map[string]Constructor{
 	},
 	render.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
 		return render.New(render.Params{Pool: d.Pool, Blob: d.Blob, Media: d.Media, Redis: d.Redis, TmpDir: d.TmpDir, Logger: d.Logger,
-			ChunkLength: d.RenderChunk, Lease: d.RenderLease}), nil
+			ChunkLength: d.RenderChunk, Lease: d.RenderLease, ChunkTimeoutFactor: d.RenderChunkTimeoutFactor, ChunkTimeoutMin: d.RenderChunkTimeoutMin}), nil
 	},
 	settle.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
 		return settle.New(settle.Params{Pool: d.Pool, Logger: d.Logger}), nil

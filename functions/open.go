@@ -22,7 +22,8 @@ import (
 // them; call it once the function has stopped.
 func Open(ctx context.Context, cfg config.StageFunction, logger *slog.Logger) (Deps, func(), error) {
 	d := Deps{Logger: logger, Journey: cfg.Journey, ReplayWindow: cfg.Retention.ReplayWindow, ProviderTimeout: cfg.Provider.Timeout, CallbackURL: cfg.Provider.CallbackURLFor,
-		RenderChunk: cfg.Media.RenderChunk, RenderLease: cfg.Media.RenderLease, Review: cfg.Review}
+		RenderChunk: cfg.Media.RenderChunk, RenderLease: cfg.Media.RenderLease,
+		RenderChunkTimeoutFactor: cfg.Media.RenderChunkTimeoutFactor, RenderChunkTimeoutMin: cfg.Media.RenderChunkTimeoutMin, Review: cfg.Review}
 	pcfg, err := pgxpool.ParseConfig(cfg.Postgres.URL)
 	if err != nil {
 		return Deps{}, nil, fmt.Errorf("DATABASE_URL: %w", err)

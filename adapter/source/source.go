@@ -455,9 +455,13 @@ func (s *Source) settle(ctx context.Context, log *slog.Logger, c mq.Consumer, ms
 		}
 		return resultQuarantined
 	default:
-		log.WarnContext(ctx, "delivery failed; retrying later", slog.String("error", err.Error()))
+		delay := s.p.RetryDelay(msg.DeliveryAttempt)
+		if d, ok := outcome.RetryAfterOf(err); ok {
+			delay = min(max(d, minRetryAfter), maxRetryAfter)
+		}
+		log.WarnContext(ctx, "delivery failed; retrying later", slog.String("error", err.Error()), slog.Duration("retry_in", delay))
 		s.recordFailure(sctx, log, msg, ev, err)
-		s.retry(sctx, log, c, msg)
+		s.retryIn(sctx, log, c, msg, delay)
 		return resultRetry
 	}
 }
@@ -495,8 +499,20 @@ func (s *Source) forgetFailures(ctx context.Context, log *slog.Logger, msg *mq.R
 	}
 }
 
+// The bounds of the wait a function asks for ([outcome.RetryAfter]): not
+// a busy loop, and not longer than the adapter's own longest backoff.
+const (
+	minRetryAfter = time.Second
+	maxRetryAfter = 10 * time.Minute
+)
+
 func (s *Source) retry(ctx context.Context, log *slog.Logger, c mq.Consumer, msg *mq.Received) {
-	if err := c.ChangeInvisibleDuration(ctx, msg, s.p.RetryDelay(msg.DeliveryAttempt)); err != nil {
+	s.retryIn(ctx, log, c, msg, s.p.RetryDelay(msg.DeliveryAttempt))
+}
+
+// retryIn hands msg back to the broker, to come again after d.
+func (s *Source) retryIn(ctx context.Context, log *slog.Logger, c mq.Consumer, msg *mq.Received, d time.Duration) {
+	if err := c.ChangeInvisibleDuration(ctx, msg, d); err != nil {
 		// The receive invisible duration still runs out, so the message returns anyway.
 		log.WarnContext(ctx, "change invisible duration failed", slog.String("error", err.Error()))
 	}

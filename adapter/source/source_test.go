@@ -3,6 +3,7 @@ package source_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"sync"
@@ -497,4 +498,30 @@ func TestDeliveryMetrics(t *testing.T) {
 	}
 	require.Equal(t, map[string]float64{"retry": 2, "acked": 1}, counts)
 	require.Equal(t, map[string]uint64{"retry": 2, "acked": 1}, timed)
+}
+
+// TestRetryAfterOverridesBackoff: a function that asks to be called again
+// after a wait (a chunk another delivery holds) gets the message back then,
+// not after the adapter's own backoff, and not before.
+func TestRetryAfterOverridesBackoff(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var first time.Time
+	rec := newRecorder(func(_ context.Context, _ event.Event, attempt int) error {
+		if attempt == 1 {
+			first = time.Now()
+			return outcome.RetryAfter("render.chunk_held", errors.New("held by another delivery"), 1200*time.Millisecond)
+		}
+		if since := time.Since(first); since < time.Second {
+			return fmt.Errorf("redelivered after %s, before the wait asked for", since)
+		}
+		return nil
+	})
+	ev := validEvent(t)
+	b.send(t, ev)
+	stop := b.run(t, rec, func(p *source.Params) { p.RetryDelay = func(int) time.Duration { return time.Hour } })
+	require.Eventually(t, func() bool { return rec.count(ev.ID()) == 2 }, 10*time.Second, 5*time.Millisecond,
+		"the message is back after the function's wait, not the hour of backoff")
+	stop()
+	b.requireSettled(t)
 }

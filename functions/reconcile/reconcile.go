@@ -57,6 +57,9 @@ type Params struct {
 	// (replay.Desk); nil skips it.
 	Replays ReplayRecorder
 	Logger  *slog.Logger
+	// Now is the scanner's clock; time.Now when nil. Tests move it
+	// forward instead of sleeping.
+	Now func() time.Time
 }
 
 // ReplayRecorder is what a scan asks to record the outcome of replays
@@ -66,6 +69,14 @@ type ReplayRecorder interface {
 }
 
 type reconciler struct{ Params }
+
+// now reads the scanner's clock.
+func (r *reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
 
 // New returns the reconcile function: delayed looks at a task, and the
 // scanners on a periodic trigger.

@@ -20,16 +20,23 @@ import (
 type RenderReport struct {
 	Rescued  int // a step re-asked: a queued render's start, chunks past their lease or lost, the join
 	Settled  int // a finished render's lost settle re-emitted
-	GaveUpOn int // re-asked maxRescues times without a chunk stored: FAILED render.stuck
+	GaveUpOn int // re-asks handled maxRescues times without progress, none for GiveUpAfter: FAILED render.stuck
+	Waiting  int // a re-ask due, held back by its spacing
 }
 
 // settleRenders re-asks the steps of renders whose progress was lost: a
 // queued render whose start never came, chunks whose claim ran out (the
 // delivery rendering them died) or whose event was lost, a render whose
-// chunks are all stored but whose join did not finish. A render re-asked
-// maxRescues times without a chunk stored in between FAILS with
-// render.stuck: no render stays non-terminal for ever. Finished renders
+// chunks are all stored but whose join did not finish. Finished renders
 // whose reservation is still held get their settle again.
+//
+// No render stays non-terminal for ever, and none fails for an outage: a
+// render FAILS render.stuck only when maxRescues of its re-asks reached
+// the render stage and changed nothing (its inbox holds them, or a chunk
+// was claimed after them), and it has not progressed for GiveUpAfter. A
+// re-ask nobody received (the broker down, its consumers deaf) proves
+// nothing and is not counted; re-asks are spaced, each twice as long after
+// the one before, so an outage costs a few of them.
 func (r *reconciler) settleRenders(ctx context.Context, now time.Time) (RenderReport, error) {
 	var rep RenderReport
 	stuck := now.Add(-r.Journey.StuckAfter)
@@ -160,15 +167,38 @@ func (r *reconciler) rescueRender(ctx context.Context, tx pgx.Tx, id uuid.UUID, 
 	if len(asks) == 0 {
 		return nil
 	}
-	if j.Rescues >= maxRescues {
-		rep.GaveUpOn++
-		r.Logger.WarnContext(ctx, "render stuck", slog.String("render_id", id.String()), slog.Int("rescues", j.Rescues))
-		_, err := render.Apply(ctx, tx, scanOrigin, j, render.Change{To: render.Failed, ErrorCode: "render.stuck", ErrorMessage: fmt.Sprintf(
-			"the render did not move after %d re-asked steps; the render stage's logs and the quarantine (adapter quarantine list --consumer %s) say why",
-			j.Rescues, catalog.GroupRender.Name)})
-		return err
+	if j.RescueAsks > 0 && now.Before(j.RescuedAt.Add(rescueSpacing(r.Journey.StuckAfter, j.RescueAsks))) {
+		rep.Waiting++
+		return nil
 	}
-	if _, err := render.Apply(ctx, tx, scanOrigin, j, render.Change{Rescued: true}, asks...); err != nil {
+	// The last re-ask, unless the render progressed since (which starts
+	// the count again), counts once the stage handled it.
+	handled := false
+	if j.RescueAsks > 0 {
+		if handled, err = rescueHandled(ctx, tx, j); err != nil {
+			return err
+		}
+	}
+	if rescues := j.Rescues + btoi(handled); handled && rescues >= maxRescues {
+		progressed, err := lastProgress(ctx, tx, j)
+		if err != nil {
+			return err
+		}
+		if idle := now.Sub(progressed); idle >= r.Journey.GiveUpAfter {
+			rep.GaveUpOn++
+			r.Logger.WarnContext(ctx, "render stuck", slog.String("render_id", id.String()), slog.Int("rescues", rescues),
+				slog.Duration("idle", idle.Round(time.Second)))
+			_, err := render.Apply(ctx, tx, scanOrigin, j, render.Change{To: render.Failed, ErrorCode: "render.stuck", ErrorMessage: fmt.Sprintf(
+				"the render has not progressed for %s: its steps were re-asked %d times, and each reached the render stage and changed nothing; the render stage's logs and the quarantine (adapter quarantine list --consumer %s) say why",
+				idle.Round(time.Minute), rescues, catalog.GroupRender.Name)})
+			return err
+		}
+	}
+	ids := make([]uuid.UUID, len(asks))
+	for i, e := range asks {
+		ids[i] = uuid.MustParse(e.Envelope.EventID)
+	}
+	if _, err := render.Apply(ctx, tx, scanOrigin, j, render.Change{Asked: ids, Rescued: handled}, asks...); err != nil {
 		if errors.Is(err, render.ErrStale) {
 			return nil
 		}
@@ -178,4 +208,48 @@ func (r *reconciler) rescueRender(ctx context.Context, tx pgx.Tx, id uuid.UUID, 
 	r.Logger.InfoContext(ctx, "render step re-asked", slog.String("render_id", id.String()), slog.String("status", string(j.Status)),
 		slog.Int("events", len(asks)))
 	return nil
+}
+
+// rescueSpacing is how long after its asks-th re-ask (since the last
+// progress) the next may go: the stuck deadline, doubling, capped at
+// maxRescueSpacing of it.
+func rescueSpacing(stuckAfter time.Duration, asks int) time.Duration {
+	return stuckAfter * time.Duration(1<<min(max(asks-1, 0), maxRescueDoublings))
+}
+
+// maxRescueDoublings caps rescueSpacing at 8 stuck deadlines.
+const maxRescueDoublings = 3
+
+// rescueHandled reports whether j's last re-ask reached the render stage:
+// its inbox holds every event of it, or a chunk of the render was claimed
+// (or given back) after it.
+func rescueHandled(ctx context.Context, tx pgx.Tx, j render.Job) (bool, error) {
+	var handled bool
+	err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM inbox_dedup WHERE consumer_name = $1 AND event_id = ANY($2)) = cardinality($2)
+			OR EXISTS (SELECT 1 FROM render_chunks WHERE tenant_id = $3 AND render_key = $4 AND updated_at > $5)`,
+		catalog.GroupRender.Name, j.RescueEvents, j.TenantID, j.Key, j.RescuedAt).Scan(&handled)
+	if err != nil {
+		return false, fmt.Errorf("did the render stage take the re-ask of render %s: %w", j.ID, err)
+	}
+	return handled, nil
+}
+
+// lastProgress is when j last moved forward: it started, a chunk of its
+// content was stored, or its join was asked for.
+func lastProgress(ctx context.Context, tx pgx.Tx, j render.Job) (time.Time, error) {
+	var at time.Time
+	err := tx.QueryRow(ctx, `SELECT greatest(coalesce(j.started_at, j.created_at), j.join_requested_at,
+			(SELECT max(c.updated_at) FROM render_chunks c WHERE c.tenant_id = j.tenant_id AND c.render_key = j.render_key AND c.status = 'DONE'))
+		FROM render_jobs j WHERE j.render_job_id = $1`, j.ID).Scan(&at)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("last progress of render %s: %w", j.ID, err)
+	}
+	return at, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -82,11 +82,27 @@ func (b *scanBundle) asked(t *testing.T, j render.Job) []string {
 	return steps
 }
 
+// maxRescues is the reconciler's: re-asks handled without progress
+// before giving up.
+const maxRescues = 3
+
+// takeRenderAsks records the render stage's inbox rows for the last
+// re-ask of j: the stage took it and found nothing to do.
+func (b *scanBundle) takeRenderAsks(t *testing.T, j render.Job) {
+	t.Helper()
+	_, err := b.pool.Exec(t.Context(), `INSERT INTO inbox_dedup (consumer_name, event_id, result_code, payload_hash)
+		SELECT $1, e, 'STALE_NOOP', $3 FROM render_jobs, unnest(rescue_events) AS e WHERE render_job_id = $2 ON CONFLICT DO NOTHING`,
+		catalog.GroupRender.Name, j.ID, make([]byte, 32))
+	require.NoError(t, err)
+}
+
 // TestScanReasksRendersThatStoppedMoving: a queued render whose start was
 // lost, a chunk whose delivery died (its claim ran out), and a render whose
-// chunks are stored but never joined get their step again; a render
-// re-asked maxRescues times without a chunk stored fails with a reason,
-// and its reservation is released through settle.
+// chunks are stored but never joined get their step again; a render whose
+// re-asks reached the render stage maxRescues times without progress, and
+// that has not progressed for GiveUpAfter, fails with a reason, and its
+// reservation is released through settle; re-asks nobody received never
+// fail it.
 func TestScanReasksRendersThatStoppedMoving(t *testing.T) {
 	t.Parallel()
 	b := scanSetup(t)
@@ -116,17 +132,36 @@ func TestScanReasksRendersThatStoppedMoving(t *testing.T) {
 	require.Equal(t, []string{"chunk/1"}, b.asked(t, dying), "only the chunk whose claim ran out: the other is on its way")
 	require.Equal(t, []string{"join/0"}, b.asked(t, unjoined))
 
-	for range 3 {
-		b.ageRender(t, unjoined, scanJourney.StuckAfter+time.Minute)
-		_, err := b.scanner.Scan(t.Context())
+	// Re-asks nobody received (the broker down, its consumers deaf) never
+	// fail the render, however long it waits.
+	j := scanJourney
+	j.GiveUpAfter = time.Hour
+	scanner, clock := b.clocked(j)
+	for range 8 {
+		clock.Advance(8*j.StuckAfter + time.Minute)
+		_, err := scanner.Scan(t.Context())
 		require.NoError(t, err)
 		b.asked(t, unjoined)
 	}
 	got, err := render.Get(t.Context(), b.pool, unjoined.ID)
 	require.NoError(t, err)
+	require.Equal(t, render.Rendering, got.Status, "undelivered re-asks are not counted")
+	require.Zero(t, got.Rescues)
+	require.Equal(t, 9, got.RescueAsks)
+
+	// Re-asks the render stage took and that changed nothing: after
+	// maxRescues of them, past the horizon, the render fails.
+	for range maxRescues {
+		b.takeRenderAsks(t, unjoined)
+		clock.Advance(8*j.StuckAfter + time.Minute)
+		_, err := scanner.Scan(t.Context())
+		require.NoError(t, err)
+		b.asked(t, unjoined)
+	}
+	got, err = render.Get(t.Context(), b.pool, unjoined.ID)
+	require.NoError(t, err)
 	require.Equal(t, render.Failed, got.Status)
 	require.Equal(t, "render.stuck", got.ErrorCode)
-	require.Contains(t, got.ErrorMessage, catalog.GroupRender.Name)
 	var settles int
 	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT count(*) FROM outbox_events WHERE aggregate_id = $1 AND event_type = $2`,
 		unjoined.ID.String(), catalog.EventSettleRequested).Scan(&settles))

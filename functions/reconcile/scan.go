@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -97,7 +98,7 @@ func (r *reconciler) Scan(ctx context.Context) (ScanReport, error) {
 		{task.Reconciling, `updated_at < $1::timestamptz - interval '1 millisecond' * ` + ms(j.ReconcileAfter*time.Duration(j.ReconcileRounds+1)+j.ScanGrace), r.lostLookup},
 		{task.CancelReconciling, `updated_at < $1::timestamptz - interval '1 millisecond' * ` + ms(j.ReconcileAfter*time.Duration(j.ReconcileRounds+1)+j.ScanGrace), r.lostCancelLook},
 	}
-	now := time.Now()
+	now := r.now()
 	for _, s := range scanners {
 		rows, err := r.Pool.Query(ctx, `SELECT task_id FROM generation_tasks WHERE status = '`+string(s.status)+`' AND `+s.where+`
 			ORDER BY updated_at LIMIT `+fmt.Sprint(scanBatch), now)
@@ -109,7 +110,7 @@ func (r *reconciler) Scan(ctx context.Context) (ScanReport, error) {
 			return rep, fmt.Errorf("scan %s: %w", s.status, err)
 		}
 		for _, id := range ids {
-			outcome, err := r.rescue(ctx, id, s.status, s.emit)
+			outcome, err := r.rescue(ctx, id, s.status, now, s.emit)
 			if err != nil {
 				return rep, err
 			}
@@ -181,7 +182,7 @@ var errNoAttempt = fmt.Errorf("%w: no attempt records the provider job", errGive
 
 // rescue re-checks the task under its row lock (it may have moved since
 // the scan read it) and touches it with the events emit returns.
-func (r *reconciler) rescue(ctx context.Context, id uuid.UUID, status task.Status, emit func(context.Context, pgx.Tx, task.Task) ([]outbox.Event, error)) (rescueOutcome, error) {
+func (r *reconciler) rescue(ctx context.Context, id uuid.UUID, status task.Status, now time.Time, emit func(context.Context, pgx.Tx, task.Task) ([]outbox.Event, error)) (rescueOutcome, error) {
 	var out rescueOutcome
 	err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error {
 		out = skipped
@@ -197,7 +198,7 @@ func (r *reconciler) rescue(ctx context.Context, id uuid.UUID, status task.Statu
 			cur.ID.String()).Scan(&pending); err != nil || pending {
 			return err
 		}
-		if onItsWay, err := r.rescueInFlight(ctx, tx, cur.ID); err != nil || onItsWay {
+		if onItsWay, err := r.rescueInFlight(ctx, tx, cur.ID, now); err != nil || onItsWay {
 			return err
 		}
 		rounds, err := roundsWithoutProgress(ctx, tx, cur.ID)
@@ -251,7 +252,7 @@ func (r *reconciler) rescue(ctx context.Context, id uuid.UUID, status task.Statu
 // about the task, so re-emitting adds nothing and must not count as a round
 // without progress. Past RECONCILE_STUCK_AFTER it counts as lost with a
 // broker, and the task is rescued again.
-func (r *reconciler) rescueInFlight(ctx context.Context, tx pgx.Tx, id uuid.UUID) (bool, error) {
+func (r *reconciler) rescueInFlight(ctx context.Context, tx pgx.Tx, id uuid.UUID, now time.Time) (bool, error) {
 	var eventID uuid.UUID
 	var topicName, tag string
 	// The step, not the task.state.changed the same touch wrote (notify
@@ -261,19 +262,27 @@ func (r *reconciler) rescueInFlight(ctx context.Context, tx pgx.Tx, id uuid.UUID
 	// The producer is written into the statement so that the partial
 	// index on this producer's rows (migration 13) serves it in every plan.
 	err := tx.QueryRow(ctx, `SELECT event_id, topic, tag FROM outbox_events
-		WHERE aggregate_id = $1 AND producer = '`+Name+`' AND event_type <> $3 AND published_at > now() - interval '1 millisecond' * $2
+		WHERE aggregate_id = $1 AND producer = '`+Name+`' AND event_type <> $3 AND published_at > $6::timestamptz - interval '1 millisecond' * $2
 		  AND created_at >= coalesce((SELECT max(created_at) FROM task_events WHERE task_id = $4 AND reason NOT LIKE $5 || '%'), '-infinity')
 		ORDER BY created_at DESC, event_id DESC LIMIT 1`,
-		id.String(), r.Journey.StuckAfter.Milliseconds(), catalog.EventTaskStateChanged, id, rescueReason).Scan(&eventID, &topicName, &tag)
+		id.String(), r.Journey.StuckAfter.Milliseconds(), catalog.EventTaskStateChanged, id, rescueReason, now).Scan(&eventID, &topicName, &tag)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("read last re-emission: %w", err)
 	}
+	took, err := taken(ctx, tx, eventID, topicName, tag)
+	return !took, err
+}
+
+// taken reports whether an event reached a consumer group it goes to: the
+// group's inbox holds it (handled) or its quarantine does (refused). An
+// event on no known topic counts as taken: nobody will ever take it.
+func taken(ctx context.Context, tx pgx.Tx, eventID uuid.UUID, topicName, tag string) (bool, error) {
 	topic, ok := catalog.TopicByName(topicName)
 	if !ok {
-		return false, nil
+		return true, nil
 	}
 	var groups []string
 	for _, g := range catalog.Groups() {
@@ -281,25 +290,78 @@ func (r *reconciler) rescueInFlight(ctx context.Context, tx pgx.Tx, id uuid.UUID
 			groups = append(groups, g.Name)
 		}
 	}
-	var taken bool
-	err = tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM inbox_dedup WHERE consumer_name = ANY($1) AND event_id = $2)
-		OR EXISTS (SELECT 1 FROM message_quarantine WHERE consumer_name = ANY($1) AND event_id = $2)`, groups, eventID).Scan(&taken)
+	var took bool
+	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM inbox_dedup WHERE consumer_name = ANY($1) AND event_id = $2)
+		OR EXISTS (SELECT 1 FROM message_quarantine WHERE consumer_name = ANY($1) AND event_id = $2)`, groups, eventID).Scan(&took)
 	if err != nil {
-		return false, fmt.Errorf("read whether the re-emission was taken: %w", err)
+		return false, fmt.Errorf("read whether event %s was taken: %w", eventID, err)
 	}
-	return !taken, nil
+	return took, nil
 }
 
-// roundsWithoutProgress counts the scanner's re-emissions for a task since
-// anything else last moved or touched it.
+// roundsWithoutProgress counts the scanner's re-emissions for a task,
+// since anything else last moved or touched it, that reached their stage
+// and changed nothing: the re-emitted step is in the inbox or the
+// quarantine of a group it goes to. A re-emission nobody took (the broker
+// down, the stage's consumers deaf, the stage failing on a store that is
+// down, so nothing committed) proves nothing about the task and does not
+// count, however often it is repeated.
 func roundsWithoutProgress(ctx context.Context, tx pgx.Tx, id uuid.UUID) (int, error) {
-	var n int
-	err := tx.QueryRow(ctx, `SELECT count(*) FROM task_events WHERE task_id = $1 AND version > coalesce(
-			(SELECT max(version) FROM task_events WHERE task_id = $1 AND reason NOT LIKE $2 || '%'), 0)`, id, rescueReason).Scan(&n)
+	return takenRescues(ctx, tx, id, "", true)
+}
+
+// takenRescues counts the scanner's rescues of a task (its touches with
+// rescueReason) whose re-emitted step a stage took; eventType, when set,
+// counts only re-emissions of that type; sinceProgress, only rescues since
+// anything else last moved or touched the task. A rescue counts once,
+// whichever of its events was taken.
+//
+// The lookup stage chains its own task.reconcile.due events under the same
+// producer name; the scanner's have no causing event. An event belongs to
+// the last rescue written before it (its touch is written first, in the
+// same transaction).
+func takenRescues(ctx context.Context, tx pgx.Tx, id uuid.UUID, eventType string, sinceProgress bool) (int, error) {
+	rows, err := tx.Query(ctx, `SELECT created_at FROM task_events WHERE task_id = $1 AND reason LIKE $2 || '%'
+		AND (NOT $3 OR version > coalesce((SELECT max(version) FROM task_events WHERE task_id = $1 AND reason NOT LIKE $2 || '%'), 0))
+		ORDER BY created_at`, id, rescueReason, sinceProgress)
 	if err != nil {
-		return 0, fmt.Errorf("count re-emissions: %w", err)
+		return 0, fmt.Errorf("read rescues: %w", err)
 	}
-	return n, nil
+	touches, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+	if err != nil || len(touches) == 0 {
+		return 0, err
+	}
+	rows, err = tx.Query(ctx, `SELECT event_id, topic, tag, created_at FROM outbox_events
+		WHERE aggregate_id = $1 AND producer = '`+Name+`' AND coalesce(causation_id, '') = '' AND event_type <> $2
+		  AND ($3 = '' OR event_type = $3) AND published_at IS NOT NULL AND created_at >= $4`,
+		id.String(), catalog.EventTaskStateChanged, eventType, touches[0])
+	if err != nil {
+		return 0, fmt.Errorf("read re-emissions: %w", err)
+	}
+	type reEmission struct {
+		ID         uuid.UUID
+		Topic, Tag string
+		At         time.Time
+	}
+	asks, err := pgx.CollectRows(rows, pgx.RowToStructByPos[reEmission])
+	if err != nil {
+		return 0, fmt.Errorf("read re-emissions: %w", err)
+	}
+	rounds := map[int]bool{}
+	for _, a := range asks {
+		round := sort.Search(len(touches), func(i int) bool { return touches[i].After(a.At) }) - 1
+		if round < 0 || rounds[round] {
+			continue
+		}
+		took, err := taken(ctx, tx, a.ID, a.Topic, a.Tag)
+		if err != nil {
+			return 0, err
+		}
+		if took {
+			rounds[round] = true
+		}
+	}
+	return len(rounds), nil
 }
 
 // giveUpReason is the error code and message of a task the scanner hands
@@ -311,7 +373,7 @@ func giveUpReason(status task.Status, rounds int) (code, message string) {
 	case task.CancelReconciling:
 		return "reconcile.cancel_unknown", "whether the provider stopped the job after the client's cancel stayed unknown through repeated looks; a person decides whether to charge"
 	}
-	return "reconcile.no_progress", fmt.Sprintf("the reconciler re-emitted the %s step %d times and the task did not move; "+
+	return "reconcile.no_progress", fmt.Sprintf("the reconciler re-emitted the %s step %d times, each reached its stage, and the task did not move; "+
 		"the stage's logs and the quarantine (adapter quarantine list) say why; a person decides", status, rounds)
 }
 
@@ -394,9 +456,10 @@ func (r *reconciler) lostMedia(ctx context.Context, tx pgx.Tx, t task.Task) ([]o
 // lostLookup restarts the lookup of a lost submit, a bounded number of
 // times.
 func (r *reconciler) lostLookup(ctx context.Context, tx pgx.Tx, t task.Task) ([]outbox.Event, error) {
-	var rescues int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM task_events WHERE task_id = $1 AND from_status = 'RECONCILING' AND to_status = 'RECONCILING'`,
-		t.ID).Scan(&rescues); err != nil {
+	// Every lookup the scanner restarted that the lookup stage took,
+	// progress or not: each ran a whole chain of lookups.
+	rescues, err := takenRescues(ctx, tx, t.ID, catalog.EventReconcileDue, false)
+	if err != nil {
 		return nil, err
 	}
 	if rescues >= maxRescues {
@@ -416,9 +479,10 @@ func (r *reconciler) lostLookup(ctx context.Context, tx pgx.Tx, t task.Task) ([]
 // lostCancelLook restarts the look at a canceled job whose outcome is
 // unknown, a bounded number of times.
 func (r *reconciler) lostCancelLook(ctx context.Context, tx pgx.Tx, t task.Task) ([]outbox.Event, error) {
-	var rescues int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM task_events WHERE task_id = $1 AND from_status = 'CANCEL_RECONCILING' AND to_status = 'CANCEL_RECONCILING'`,
-		t.ID).Scan(&rescues); err != nil {
+	// Every lookup the scanner restarted that the lookup stage took,
+	// progress or not: each ran a whole chain of lookups.
+	rescues, err := takenRescues(ctx, tx, t.ID, catalog.EventReconcileDue, false)
+	if err != nil {
 		return nil, err
 	}
 	if rescues >= maxRescues {

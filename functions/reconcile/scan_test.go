@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"crypto/sha256"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,14 +176,80 @@ func TestScanHandsARepeatedlyLostLookupToAPerson(t *testing.T) {
 
 // age makes a task look an hour old again and its events published an
 // hour ago, as they would be an hour after the last scan re-emitted its
-// step.
+// step, and has every stage the steps of that scan go to take them and
+// change nothing (a STALE_NOOP inbox row): the task is stuck, not the
+// broker.
 func (b *scanBundle) age(t *testing.T, id uuid.UUID) {
+	t.Helper()
+	rows, err := b.pool.Query(t.Context(), `SELECT event_id FROM outbox_events WHERE producer = $1 AND published_at IS NULL`, reconcile.Name)
+	require.NoError(t, err)
+	last, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	require.NoError(t, err)
+	b.ageUntaken(t, id)
+	var groups []string
+	for _, g := range catalog.Groups() {
+		groups = append(groups, g.Name)
+	}
+	_, err = b.pool.Exec(t.Context(), `INSERT INTO inbox_dedup (consumer_name, event_id, result_code, payload_hash)
+		SELECT g, e, 'STALE_NOOP', $3 FROM unnest($1::uuid[]) AS e, unnest($2::text[]) AS g`, last, groups, make([]byte, 32))
+	require.NoError(t, err)
+}
+
+// ageUntaken is age with the re-emitted steps published and received by
+// nobody: the broker lost them, or the stage's consumers are deaf.
+func (b *scanBundle) ageUntaken(t *testing.T, id uuid.UUID) {
 	t.Helper()
 	_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET updated_at = now() - interval '1 hour',
 		next_retry_at = now() - interval '1 hour' WHERE task_id = $1`, id)
 	require.NoError(t, err)
 	_, err = b.pool.Exec(t.Context(), `UPDATE outbox_events SET published_at = now() - interval '1 hour' WHERE published_at IS NULL`)
 	require.NoError(t, err)
+}
+
+// TestScanNeverGivesUpOnReemissionsNobodyTook: a broker outage or deaf
+// consumers lose every step the scanner re-emits; however many rounds
+// that lasts, no task is handed to a person for it. Once the stage takes
+// the re-emissions and the task still does not move, maxRescues of them
+// hand it over.
+func TestScanNeverGivesUpOnReemissionsNobodyTook(t *testing.T) {
+	t.Parallel()
+	for _, status := range []task.Status{task.Queued, task.Submitting, task.Fetching, task.Reconciling} {
+		t.Run(string(status), func(t *testing.T) {
+			t.Parallel()
+			b := scanSetup(t)
+			stuck := b.stuckTask(t, status, time.Hour)
+			code, reason := "reconcile.no_progress", "each reached its stage"
+			if status == task.Reconciling { // a lost submit whose lookups keep getting lost
+				_, err := b.pool.Exec(t.Context(), `INSERT INTO task_attempts (task_id, attempt_no, provider, model, provider_idempotency_key, client_request_id, status)
+					VALUES ($1::uuid, 1, 'sim', 'm', $1::uuid::text || '-1', 'crid', 'SUBMIT_UNKNOWN')`, stuck.ID)
+				require.NoError(t, err)
+				code, reason = "reconcile.submit_unknown", "a person decides"
+			}
+			const outageRounds = 8
+			for i := range outageRounds {
+				b.ageUntaken(t, stuck.ID)
+				rep, err := b.scanner.Scan(t.Context())
+				require.NoError(t, err)
+				require.Equal(t, 1, rep.Rescued[status], "outage round %d: re-emitted again", i)
+				require.Zero(t, rep.NeedsAttention, "outage round %d: nothing reached the stage", i)
+			}
+			for i := range 4 { // the first re-emission the stage took is the last of the outage
+				b.age(t, stuck.ID)
+				rep, err := b.scanner.Scan(t.Context())
+				require.NoError(t, err)
+				if i < 2 {
+					require.Equal(t, 1, rep.Rescued[status], "taken round %d", i)
+					continue
+				}
+				require.Equal(t, 1, rep.NeedsAttention, "taken round %d: three reached the stage", i)
+				break
+			}
+			got := b.reloadTask(t, stuck.ID)
+			require.Equal(t, task.NeedsAttention, got.Status)
+			require.Equal(t, code, got.ErrorCode)
+			require.Contains(t, got.ErrorMessage, reason)
+		})
+	}
 }
 
 // TestScanHandsATaskThatDoesNotMoveToAPerson: in every state the scanner
@@ -404,4 +471,31 @@ func TestScanReemitsALostReview(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT payload FROM outbox_events WHERE event_type = $1 AND tag = $2`,
 		catalog.EventPostprocess, catalog.TagReview).Scan(&p))
 	require.Equal(t, 2, p.RetryAttempt, "the re-emitted REVIEW belongs to the live chain")
+}
+
+// testClock is the scanner's clock: tests move it forward instead of
+// sleeping. What the database writes keeps its own time, so every row
+// written during a test looks at least as old as the clock has moved.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// clocked is a scanner over b's database with journey j and a clock that
+// starts now.
+func (b *scanBundle) clocked(j config.Journey) (*reconcile.Scanner, *testClock) {
+	c := &testClock{now: time.Now()}
+	return reconcile.NewScanner(reconcile.Params{Pool: b.pool, Journey: j, Timeout: 10 * time.Second, Now: c.Now}), c
 }

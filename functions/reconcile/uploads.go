@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -19,13 +20,15 @@ import (
 type UploadReport struct {
 	Expired  int // announced, never completed: FAILED upload.expired
 	Rescued  int // probe re-emitted
-	GaveUpOn int // probe re-emitted maxRescues times without moving: FAILED media.probe_stuck
+	GaveUpOn int // probe re-emitted maxRescues times, each taken by the probe stage, without moving: FAILED media.probe_stuck
 }
 
 // settleUploads ends the uploads whose file never came, and re-emits the
 // probe of those that stay PROCESSING (its event was lost, or its stage
-// keeps failing), maxRescues times, then fails them with a reason: no
-// upload stays non-terminal for ever.
+// keeps failing). Once maxRescues re-emissions reached the probe stage (its
+// inbox or quarantine holds them) and the upload still did not move, it
+// fails with a reason: no upload stays non-terminal for ever, and none
+// fails for an outage, since a re-emission nobody took does not count.
 func (r *reconciler) settleUploads(ctx context.Context, now time.Time) (UploadReport, error) {
 	var rep UploadReport
 	j := r.Journey
@@ -62,12 +65,19 @@ func (r *reconciler) rescueUpload(ctx context.Context, tx pgx.Tx, id uuid.UUID, 
 		a.ID.String()).Scan(&pending); err != nil || pending {
 		return err
 	}
-	if a.Rescues >= maxRescues {
+	took, err := lastProbeTaken(ctx, tx, a.ID)
+	if err != nil {
+		return err
+	}
+	if rescues := a.Rescues + btoi(took); rescues >= maxRescues {
 		rep.GaveUpOn++
-		r.Logger.WarnContext(ctx, "upload probe stuck", slog.String("asset_id", id.String()), slog.Int("rescues", a.Rescues))
+		if err := asset.NoteRescue(ctx, tx, id, took); err != nil { // the count the failure names
+			return err
+		}
+		r.Logger.WarnContext(ctx, "upload probe stuck", slog.String("asset_id", id.String()), slog.Int("rescues", rescues))
 		return asset.Fail(ctx, tx, id, "media.probe_stuck", fmt.Sprintf(
-			"the probe of the upload did not finish after %d re-emissions; the probe stage's logs and the quarantine (adapter quarantine list --consumer %s) say why",
-			a.Rescues, catalog.GroupProbe.Name))
+			"the probe of the upload did not finish after %d re-emissions that reached the probe stage; the probe stage's logs and the quarantine (adapter quarantine list --consumer %s) say why",
+			rescues, catalog.GroupProbe.Name))
 	}
 	e, err := scanOrigin.EmitFor(task.Aggregate{Type: task.AssetAggregateType, ID: a.ID, TenantID: a.TenantID},
 		task.Postprocess{AssetID: a.ID, Step: catalog.TagProbe})
@@ -78,5 +88,22 @@ func (r *reconciler) rescueUpload(ctx context.Context, tx pgx.Tx, id uuid.UUID, 
 		return err
 	}
 	rep.Rescued++
-	return asset.NoteRescue(ctx, tx, id)
+	return asset.NoteRescue(ctx, tx, id, took)
+}
+
+// lastProbeTaken reports whether the scanner's last probe re-emission for
+// the asset reached a stage; false when there was none.
+func lastProbeTaken(ctx context.Context, tx pgx.Tx, id uuid.UUID) (bool, error) {
+	var eventID uuid.UUID
+	var topicName, tag string
+	err := tx.QueryRow(ctx, `SELECT event_id, topic, tag FROM outbox_events
+		WHERE aggregate_id = $1 AND producer = '`+Name+`' AND published_at IS NOT NULL
+		ORDER BY created_at DESC, event_id DESC LIMIT 1`, id.String()).Scan(&eventID, &topicName, &tag)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read the last probe re-emission of upload %s: %w", id, err)
+	}
+	return taken(ctx, tx, eventID, topicName, tag)
 }

@@ -15,7 +15,9 @@ import (
 
 // TestScanSettlesUploadsThatStoppedHalfWay: an announced upload whose file
 // never came fails after UPLOAD_EXPIRY; one whose probe was lost gets its
-// probe again, maxRescues times, and then fails with a reason.
+// probe again, however often nobody takes it (the broker or the probe
+// stage is down); once maxRescues of them reached the probe stage and the
+// upload still did not move, it fails with a reason.
 func TestScanSettlesUploadsThatStoppedHalfWay(t *testing.T) {
 	t.Parallel()
 	b := scanSetup(t)
@@ -52,9 +54,31 @@ func TestScanSettlesUploadsThatStoppedHalfWay(t *testing.T) {
 	rep, err = b.scanner.Scan(t.Context())
 	require.NoError(t, err)
 	require.Zero(t, rep.Uploads.Rescued, "a probe still in the outbox is on its way: not re-emitted, not counted")
-	for range 3 {
-		// The relay published the probe; the probe stage never finished it.
+	publish := func() {
 		_, err := b.pool.Exec(t.Context(), `UPDATE outbox_events SET published_at = now() WHERE published_at IS NULL`)
+		require.NoError(t, err)
+	}
+	for i := range 6 {
+		// The relay published the probe; nobody received it.
+		publish()
+		age(lost.ID, scanJourney.StuckAfter+time.Minute)
+		rep, err = b.scanner.Scan(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, 1, rep.Uploads.Rescued, "round %d: re-emitted, not counted", i)
+		require.Zero(t, rep.Uploads.GaveUpOn, "round %d", i)
+	}
+	got, err = asset.Get(t.Context(), b.pool, lost.ID)
+	require.NoError(t, err)
+	require.Equal(t, asset.Processing, got.Status, "an outage fails no upload")
+	require.Zero(t, got.Rescues)
+	for range 3 {
+		// The probe stage took the probe and never finished it.
+		var last string
+		require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT event_id FROM outbox_events WHERE aggregate_id = $1 AND published_at IS NULL`,
+			lost.ID.String()).Scan(&last))
+		publish()
+		_, err := b.pool.Exec(t.Context(), `INSERT INTO inbox_dedup (consumer_name, event_id, result_code, payload_hash)
+			VALUES ($1, $2, 'STALE_NOOP', $3)`, catalog.GroupProbe.Name, last, make([]byte, 32))
 		require.NoError(t, err)
 		age(lost.ID, scanJourney.StuckAfter+time.Minute)
 		_, err = b.scanner.Scan(t.Context())

@@ -31,6 +31,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,6 +53,7 @@ import (
 	"github.com/aivedio/pipeline/shared/pg"
 	"github.com/aivedio/pipeline/shared/project"
 	renders "github.com/aivedio/pipeline/shared/render"
+	"github.com/aivedio/pipeline/shared/review"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
@@ -70,7 +72,23 @@ const (
 	// DefaultWatch is how often a running chunk looks whether its render
 	// was canceled.
 	DefaultWatch = time.Second
+	// DefaultChunkTimeoutFactor and DefaultChunkTimeoutMin bound one
+	// chunk's ffmpeg run: this many times the chunk's output, and at
+	// least the floor. A chunk renders in about its own length on one
+	// core; only a run that hangs (an input that never ends, a filter
+	// that loops) comes near the bound.
+	DefaultChunkTimeoutFactor = 12
+	DefaultChunkTimeoutMin    = time.Minute
 )
+
+// chunkTimeoutCode is the error code of a chunk whose ffmpeg run passed its
+// deadline and was killed. The chunk is tried again, up to
+// MaxChunkAttempts; a render whose chunk ran out of attempts so fails with
+// this code.
+const chunkTimeoutCode = "render.chunk_timeout"
+
+// errChunkTimeout ends a chunk's ffmpeg run past its deadline.
+var errChunkTimeout = errors.New("the chunk's deadline passed")
 
 // urlTTL is how long the presigned URLs ffmpeg reads through hold: longer
 // than any one delivery.
@@ -94,6 +112,11 @@ type Params struct {
 	Lease            time.Duration
 	MaxChunkAttempts int
 	Watch            time.Duration
+	// ChunkTimeoutFactor and ChunkTimeoutMin give each chunk's ffmpeg
+	// (and ffprobe) runs their deadline: max(ChunkTimeoutMin, the chunk's
+	// output × ChunkTimeoutFactor). Their defaults when zero.
+	ChunkTimeoutFactor int
+	ChunkTimeoutMin    time.Duration
 }
 
 type renderer struct{ Params }
@@ -111,6 +134,12 @@ func New(p Params) *stage.Function {
 	}
 	if p.Watch <= 0 {
 		p.Watch = DefaultWatch
+	}
+	if p.ChunkTimeoutFactor <= 0 {
+		p.ChunkTimeoutFactor = DefaultChunkTimeoutFactor
+	}
+	if p.ChunkTimeoutMin <= 0 {
+		p.ChunkTimeoutMin = DefaultChunkTimeoutMin
 	}
 	if p.Logger == nil {
 		p.Logger = slog.New(slog.DiscardHandler)
@@ -312,6 +341,14 @@ func (s *renderer) inputs(ctx context.Context, j renders.Job, ids []uuid.UUID) (
 		if err != nil {
 			return nil, err
 		}
+		// Checked again for every chunk: a review may have rejected an
+		// input since the render was asked for.
+		if a.Status == asset.Failed && a.ErrorCode == task.ErrContentRejected || a.Review == string(review.Rejected) {
+			return nil, outcome.Permanentf("render.input_rejected", "input asset %s of the revision was rejected by the content review of its generation: it is not rendered, and the render is not charged", id)
+		}
+		if !a.Usable() {
+			return nil, outcome.Permanentf("render.input_unusable", "input %s of the revision cannot be rendered", a.Unusable())
+		}
 		url, err := s.Blob.PresignGet(ctx, a.ObjectKey, urlTTL)
 		if err != nil {
 			return nil, fmt.Errorf("presign input %s: %w", id, err)
@@ -373,6 +410,35 @@ func (s *renderer) watch(ctx context.Context, cancel context.CancelCauseFunc, j 
 	}
 }
 
+// held answers the delivery of a chunk another delivery holds (a
+// duplicate of this event, or a sibling render of the same content). It is
+// neither acknowledged nor written to the inbox (the holder's record is
+// the holder's): it comes back when the holder's claim runs out, and then
+// finds the chunk stored, or claims it if the holder died. So a killed
+// holder is followed by the broker's own redelivery, not only by the
+// reconciler; a holder that stays alive renews its claim and the event
+// waits again, until the group's delivery attempts run out into the
+// quarantine, named.
+func (s *renderer) held(ctx context.Context, d stage.Delivery[task.RenderRequested], j renders.Job, index int) error {
+	c, err := renders.GetChunk(ctx, s.Pool, j.TenantID, j.Key, index)
+	if err != nil {
+		return err
+	}
+	if c.Status == renders.ChunkDone {
+		chunkLabel("already_stored").Inc()
+		return d.Noop(ctx)
+	}
+	duplicateRuns.Inc()
+	wait, until := time.Second, "now" // given up meanwhile: claim it at the next delivery
+	if c.Status == renders.ChunkRendering && c.LeaseUntil != nil {
+		wait, until = max(wait, time.Until(*c.LeaseUntil)+time.Second), c.LeaseUntil.Format(time.RFC3339)
+	}
+	d.Log.InfoContext(ctx, "chunk is being rendered by another delivery; no second ffmpeg run, the event waits for its claim",
+		slog.Int("chunk", index), slog.Duration("wait", wait))
+	return outcome.RetryAfter("render.chunk_held", fmt.Errorf("chunk %d of render %s is being rendered by another delivery (claimed until %s); this event waits for that claim",
+		index, j.ID, until), wait)
+}
+
 // chunk renders one chunk of a running render.
 func (s *renderer) chunk(ctx context.Context, d stage.Delivery[task.RenderRequested], j renders.Job) error {
 	if j.Status != renders.Rendering {
@@ -400,14 +466,7 @@ func (s *renderer) chunk(ctx context.Context, d stage.Delivery[task.RenderReques
 		return err
 	}
 	if !ok {
-		// Another delivery holds the chunk (a duplicate of this event, or
-		// a sibling render of the same content): it stores the result.
-		// Nothing is written to the inbox, so that the holder's own
-		// record is not taken from it; if the holder died, its claim runs
-		// out and the reconciler asks again.
-		duplicateRuns.Inc()
-		d.Log.InfoContext(ctx, "chunk is being rendered by another delivery; no second ffmpeg run", slog.Int("chunk", index))
-		return nil
+		return s.held(ctx, d, j, index)
 	}
 	if l.Attempt > s.MaxChunkAttempts {
 		_ = l.Give(context.WithoutCancel(ctx), s.Pool, c.ErrorMessage)
@@ -415,7 +474,11 @@ func (s *renderer) chunk(ctx context.Context, d stage.Delivery[task.RenderReques
 		if c.ErrorMessage != "" {
 			msg += ": " + c.ErrorMessage
 		}
-		return s.fail(ctx, d, j.ID, "render.chunk_failed", msg)
+		code := "render.chunk_failed"
+		if strings.HasPrefix(c.ErrorMessage, chunkTimeoutCode+":") {
+			code = chunkTimeoutCode
+		}
+		return s.fail(ctx, d, j.ID, code, msg)
 	}
 	obj, err := s.renderChunk(ctx, d, j, c, l)
 	if err != nil {
@@ -576,15 +639,34 @@ func (s *renderer) renderChunk(ctx context.Context, d stage.Delivery[task.Render
 		}
 	}
 	started := time.Now()
-	err = s.Media.RenderChunk(wctx, media.Chunk{Spec: rev.Spec, Inputs: inputs, Profile: profile,
+	length := time.Duration(c.DurationUS()) * time.Microsecond
+	limit := max(s.ChunkTimeoutMin, length*time.Duration(s.ChunkTimeoutFactor))
+	tctx, cancelTimeout := context.WithTimeoutCause(wctx, limit, errChunkTimeout)
+	defer cancelTimeout()
+	timedOut := func() error {
+		if !errors.Is(context.Cause(tctx), errChunkTimeout) {
+			return nil
+		}
+		return fmt.Errorf("%s: chunk %d (%s to %s of the timeline) did not render within %s (%d times its %s of output, at least %s): ffmpeg was stopped; "+
+			"an input that never ends or a machine starved of CPU are the usual causes",
+			chunkTimeoutCode, c.Window.Index, time.Duration(c.Window.FromUS)*time.Microsecond, time.Duration(c.Window.ToUS)*time.Microsecond,
+			limit, s.ChunkTimeoutFactor, length, s.ChunkTimeoutMin)
+	}
+	err = s.Media.RenderChunk(tctx, media.Chunk{Spec: rev.Spec, Inputs: inputs, Profile: profile,
 		FromUS: c.Window.FromUS, ToUS: c.Window.ToUS, Output: out, TmpDir: dir, Progress: progress})
 	if cause := context.Cause(wctx); cause != nil && (errors.Is(cause, errRenderEnded) || errors.Is(cause, errLeaseLost)) {
 		return renders.Stored{}, cause
 	}
+	if terr := timedOut(); terr != nil {
+		return renders.Stored{}, terr
+	}
 	if err != nil {
 		return renders.Stored{}, err
 	}
-	p, err := s.Media.Probe(wctx, out)
+	p, err := s.Media.Probe(tctx, out)
+	if terr := timedOut(); terr != nil {
+		return renders.Stored{}, terr
+	}
 	if err != nil {
 		return renders.Stored{}, fmt.Errorf("probe chunk %d: %w", c.Window.Index, err)
 	}

@@ -3,6 +3,9 @@ package render_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,10 +26,12 @@ import (
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/dbtest"
 	"github.com/aivedio/pipeline/shared/media"
 	"github.com/aivedio/pipeline/shared/media/mediatest"
 	"github.com/aivedio/pipeline/shared/outbox"
+	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/project"
 	renders "github.com/aivedio/pipeline/shared/render"
 	"github.com/aivedio/pipeline/shared/task"
@@ -96,7 +101,10 @@ func fixtureOf(t testing.TB, p render.Params, clip time.Duration) *fixture {
 	f.revision, _, err = project.AddRevision(t.Context(), f.pool, pr, project.FormatTimeline, source, spec)
 	require.NoError(t, err)
 
-	p.Pool, p.Blob, p.Media = f.pool, f.store, f.tool
+	p.Pool, p.Blob = f.pool, f.store
+	if p.Media == nil {
+		p.Media = f.tool
+	}
 	if p.TmpDir == "" {
 		p.TmpDir = t.TempDir()
 	}
@@ -259,12 +267,14 @@ func TestRenderJourney(t *testing.T) {
 	require.Equal(t, billing.Released, f.reservation(t, again), "an identical render is not charged")
 }
 
-// TestDuplicateChunkDeliveryStartsNoSecondRun: a chunk claimed by a live
-// delivery is left to it: the duplicate is answered without ffmpeg and
-// without an inbox row, and counted.
+// TestHeldChunkDeliveryWaitsForTheClaim: a chunk claimed by a live
+// delivery is left to it: the duplicate starts no ffmpeg run and writes no
+// inbox row, and it is not acknowledged: it asks to come back when the
+// claim runs out. When the holder died meanwhile, that redelivery renders
+// the chunk itself.
 //
 // Not parallel: it reads process-wide counters.
-func TestDuplicateChunkDeliveryStartsNoSecondRun(t *testing.T) {
+func TestHeldChunkDeliveryWaitsForTheClaim(t *testing.T) {
 	f := newFixture(t, render.Params{})
 	j := f.request(t, "720p30-h264")
 	for _, ev := range f.pending(t) {
@@ -278,7 +288,14 @@ func TestDuplicateChunkDeliveryStartsNoSecondRun(t *testing.T) {
 
 	before := testutil.ToFloat64(render.DuplicateRuns())
 	runs := mediaRuns(t, "render")
-	require.NoError(t, f.deliver(t.Context(), t, chunkEvents[0]))
+	err = outcome.FromResult(f.deliver(t.Context(), t, chunkEvents[0])) // as the adapter reads it
+	require.Error(t, err, "not acknowledged: the event waits for the claim")
+	require.False(t, outcome.IsPermanent(err))
+	_, code := outcome.Of(err)
+	require.Equal(t, "render.chunk_held", code)
+	wait, ok := outcome.RetryAfterOf(err)
+	require.True(t, ok)
+	require.Greater(t, wait, 59*time.Minute, "it comes back when the hour's claim runs out")
 	require.Equal(t, before+1, testutil.ToFloat64(render.DuplicateRuns()))
 	require.Equal(t, runs, mediaRuns(t, "render"), "no second ffmpeg run")
 	require.Empty(t, stagetest.InboxResult(t, f.pool, catalog.GroupRender.Name, chunkEvents[0].Envelope.EventID),
@@ -286,6 +303,16 @@ func TestDuplicateChunkDeliveryStartsNoSecondRun(t *testing.T) {
 	c, err := renders.GetChunk(t.Context(), f.pool, j.TenantID, j.Key, 0)
 	require.NoError(t, err)
 	require.Equal(t, renders.ChunkRendering, c.Status)
+
+	// The holder dies: its claim runs out unrenewed.
+	_, err = f.pool.Exec(t.Context(), `UPDATE render_chunks SET lease_until = now() - interval '1 second'
+		WHERE tenant_id = $1 AND render_key = $2 AND chunk_index = 0`, j.TenantID, j.Key)
+	require.NoError(t, err)
+	require.NoError(t, f.deliver(t.Context(), t, chunkEvents[0]), "the broker's redelivery renders the chunk")
+	require.Equal(t, runs+1, mediaRuns(t, "render"))
+	c, err = renders.GetChunk(t.Context(), f.pool, j.TenantID, j.Key, 0)
+	require.NoError(t, err)
+	require.Equal(t, renders.ChunkDone, c.Status)
 }
 
 // TestKilledChunkResumes: a delivery that died mid-chunk (its claim runs
@@ -318,6 +345,76 @@ func TestKilledChunkResumes(t *testing.T) {
 	var outputs int
 	require.NoError(t, f.pool.QueryRow(t.Context(), `SELECT count(*) FROM assets WHERE kind = 'RENDER'`).Scan(&outputs))
 	require.Equal(t, 1, outputs)
+}
+
+// TestAHangingFFmpegIsKilledAndTheRenderFails: an ffmpeg run that never
+// ends (here a stand-in that sleeps) is killed at the chunk's deadline;
+// the chunk fails render.chunk_timeout naming itself, is tried again as
+// the broker redelivers, and once its attempts are spent the render FAILS
+// render.chunk_timeout and its reservation is released: nothing hangs a
+// render slot for ever.
+func TestAHangingFFmpegIsKilledAndTheRenderFails(t *testing.T) {
+	t.Parallel()
+	hang := filepath.Join(t.TempDir(), "ffmpeg")
+	require.NoError(t, os.WriteFile(hang, []byte("#!/bin/sh\nexec sleep 600\n"), 0o755))
+	const timeout = time.Second
+	f := newFixture(t, render.Params{ChunkTimeoutMin: timeout, ChunkTimeoutFactor: 1, Media: media.New(config.Media{FFmpegPath: hang})})
+	j := f.request(t, "720p30-h264")
+	for _, ev := range f.pending(t) {
+		require.NoError(t, f.deliver(t.Context(), t, ev))
+	}
+	chunk := f.pending(t)
+	require.Len(t, chunk, 3, "three chunks of 2 s")
+	slices.SortFunc(chunk, func(a, b outbox.Stored) int {
+		var pa, pb task.RenderRequested
+		require.NoError(t, json.Unmarshal(a.Envelope.Payload, &pa))
+		require.NoError(t, json.Unmarshal(b.Envelope.Payload, &pb))
+		return pa.Chunk - pb.Chunk
+	})
+	// Each delivery is bounded well past the deadline, so a run that is
+	// not killed fails the test instead of hanging it.
+	for attempt := 1; attempt <= render.DefaultMaxChunkAttempts; attempt++ {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		started := time.Now()
+		err := f.deliver(ctx, t, chunk[0])
+		cancel()
+		require.Error(t, err, "attempt %d", attempt)
+		require.Contains(t, err.Error(), "render.chunk_timeout: chunk 0 (0s to 2s of the timeline) did not render within 2s", "attempt %d", attempt)
+		require.Less(t, time.Since(started), 30*time.Second)
+	}
+	require.NoError(t, f.deliver(t.Context(), t, chunk[0]), "attempts spent: the render fails")
+	f.drain(t)
+	got, err := renders.Get(t.Context(), f.pool, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, renders.Failed, got.Status)
+	require.Equal(t, "render.chunk_timeout", got.ErrorCode)
+	require.Contains(t, got.ErrorMessage, "chunk 0 of the render could not be rendered in 4 attempts: render.chunk_timeout")
+	require.Equal(t, billing.Released, f.reservation(t, j))
+}
+
+// TestAnInputRejectedMeanwhileFailsTheRender: every chunk checks its
+// inputs again; one the content review rejected after the render was
+// asked for (its output withheld) fails the render render.input_rejected,
+// renders nothing and charges nothing.
+//
+// Not parallel: it reads process-wide counters.
+func TestAnInputRejectedMeanwhileFailsTheRender(t *testing.T) {
+	f := newFixture(t, render.Params{})
+	j := f.request(t, "720p30-h264")
+	input := f.revision.Spec.Assets()[1]
+	// As the review stage leaves a rejected output: withheld (FAILED).
+	_, err := f.pool.Exec(t.Context(), `UPDATE assets SET status = 'FAILED', error_code = $2, error_message = 'rejected' WHERE asset_id = $1`,
+		input, task.ErrContentRejected)
+	require.NoError(t, err)
+	runs := mediaRuns(t, "render")
+	f.drain(t)
+	got, err := renders.Get(t.Context(), f.pool, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, renders.Failed, got.Status)
+	require.Equal(t, "render.input_rejected", got.ErrorCode)
+	require.Contains(t, got.ErrorMessage, input.String())
+	require.Equal(t, billing.Released, f.reservation(t, j))
+	require.Equal(t, runs, mediaRuns(t, "render"), "no ffmpeg run")
 }
 
 // TestCancelMidChunkStopsFFmpeg: a render canceled while a chunk renders

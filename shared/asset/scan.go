@@ -36,10 +36,11 @@ func StuckUploads(ctx context.Context, q pg.Querier, before time.Time, limit int
 	return pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 }
 
-// NoteRescue counts one re-emission of an upload's probe and restarts its
-// clock.
-func NoteRescue(ctx context.Context, q pg.Querier, id uuid.UUID) error {
-	if _, err := q.Exec(ctx, `UPDATE assets SET rescues = rescues + 1, updated_at = now() WHERE asset_id = $1`, id); err != nil {
+// NoteRescue restarts an upload's clock for a re-emission of its probe,
+// and counts the re-emission before it (rescues) when that one reached
+// the probe stage (counted).
+func NoteRescue(ctx context.Context, q pg.Querier, id uuid.UUID, counted bool) error {
+	if _, err := q.Exec(ctx, `UPDATE assets SET rescues = rescues + CASE WHEN $2 THEN 1 ELSE 0 END, updated_at = now() WHERE asset_id = $1`, id, counted); err != nil {
 		return fmt.Errorf("note rescue of asset %s: %w", id, err)
 	}
 	return nil

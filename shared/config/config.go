@@ -129,6 +129,10 @@ type Media struct {
 	FFprobePath string        `envconfig:"FFPROBE_PATH" default:"ffprobe" desc:"ffprobe binary"`
 	RenderChunk time.Duration `envconfig:"RENDER_CHUNK" default:"10s" desc:"output one render delivery renders: each chunk must finish well within the render Service's timeoutSeconds"`
 	RenderLease time.Duration `envconfig:"RENDER_LEASE" default:"2m" desc:"how long a chunk's claim holds without renewal: a render delivery that died gives its chunk up this long after its last renewal"`
+	// RenderChunkTimeoutFactor and RenderChunkTimeoutMin give every ffmpeg
+	// run of a chunk its deadline.
+	RenderChunkTimeoutFactor int           `envconfig:"RENDER_CHUNK_TIMEOUT_FACTOR" default:"12" desc:"a chunk's ffmpeg run is killed past this many times the chunk's output (RENDER_CHUNK), and the chunk fails render.chunk_timeout (tried again up to 4 times)"`
+	RenderChunkTimeoutMin    time.Duration `envconfig:"RENDER_CHUNK_TIMEOUT_MIN" default:"1m" desc:"the shortest deadline of a chunk's ffmpeg run, however short the chunk"`
 }
 
 // Validate checks the render knobs.
@@ -138,6 +142,10 @@ func (m Media) Validate() error {
 		return fmt.Errorf("RENDER_CHUNK must be between 1s and 5m, got %s", m.RenderChunk)
 	case m.RenderLease < 10*time.Second:
 		return fmt.Errorf("RENDER_LEASE must be at least 10s (it is renewed every quarter of it), got %s", m.RenderLease)
+	case m.RenderChunkTimeoutFactor < 1:
+		return fmt.Errorf("RENDER_CHUNK_TIMEOUT_FACTOR must be at least 1, got %d", m.RenderChunkTimeoutFactor)
+	case m.RenderChunkTimeoutMin < time.Second:
+		return fmt.Errorf("RENDER_CHUNK_TIMEOUT_MIN must be at least 1s, got %s", m.RenderChunkTimeoutMin)
 	}
 	return nil
 }
@@ -399,6 +407,7 @@ type Journey struct {
 	FetchMaxWait    time.Duration `envconfig:"FETCH_MAX_WAIT" default:"15m" desc:"an output still not ready this long after the first try fails the task"`
 	ScanGrace       time.Duration `envconfig:"RECONCILE_SCAN_GRACE" default:"2m" desc:"how far past its due time a task must be before the scanner re-emits its event"`
 	StuckAfter      time.Duration `envconfig:"RECONCILE_STUCK_AFTER" default:"15m" desc:"a task fetching or processing media this long without change gets its step re-emitted"`
+	GiveUpAfter     time.Duration `envconfig:"RECONCILE_GIVE_UP_AFTER" default:"30m" desc:"a render whose re-asked steps the render stage took without it progressing is FAILED render.stuck only once it has not progressed for this long"`
 	OutboxStale     time.Duration `envconfig:"OUTBOX_STALE_AFTER" default:"5m" desc:"an unpublished outbox row this old is reported (metric and log) for alerting"`
 	UploadExpiry    time.Duration `envconfig:"UPLOAD_EXPIRY" default:"24h" desc:"an announced upload not completed this long after is FAILED (upload.expired)"`
 	// Live progress goes to Redis on every poll and into PostgreSQL only

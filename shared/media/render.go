@@ -244,7 +244,7 @@ func chunkArgs(c Chunk, dir string) (args, secrets, files []string, err error) {
 		if err != nil {
 			return nil, nil, files, fmt.Errorf("write title: %w", err)
 		}
-		graph = append(graph, fmt.Sprintf("[%s]drawtext=textfile='%s':font=Sans:fontcolor=white:fontsize=%d:box=1:boxcolor=black@0.5:boxborderw=%d:"+
+		graph = append(graph, fmt.Sprintf("[%s]drawtext=textfile='%s':expansion=none:font=Sans:fontcolor=white:fontsize=%d:box=1:boxcolor=black@0.5:boxborderw=%d:"+
 			"x=(w-text_w)/2:y=h-text_h-h/10:enable='gte(t,%s)*lt(t,%s)'[t%d]", video, filterPath(file), max(p.Height/14, 12), max(p.Height/80, 2),
 			usec(title.StartUS), usec(title.EndUS), i))
 		video = fmt.Sprintf("t%d", i)

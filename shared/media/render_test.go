@@ -110,3 +110,82 @@ func TestRenderInChunksMatchesOnePass(t *testing.T) {
 	require.Equal(t, whole.width, chunked.width)
 	require.Equal(t, whole.audio, chunked.audio)
 }
+
+// TestTitleTextIsDrawnAsWritten: a title is a tenant's text, drawn as
+// written, never expanded by drawtext. "%{pts}" shows the same pixels at
+// two different times of one title (expanded, it would show each frame's
+// time); "%{e:while(1,1)}" renders (expanded, ffmpeg evaluates it for
+// ever) and shows text; and the title's pixels are the same in one pass
+// and in chunks split inside it.
+func TestTitleTextIsDrawnAsWritten(t *testing.T) {
+	t.Parallel()
+	ffmpeg := mediatest.FFmpeg(t)
+	tool := media.New(config.Media{FFmpegPath: ffmpeg, FFprobePath: mediatest.FFprobe(t)})
+	still := uuid.New()
+	inputs := map[uuid.UUID]media.RenderInput{still: {URL: mediatest.Clip(t, mediatest.ClipParams{
+		Duration: 3 * time.Second, Width: 320, Height: 240, Rate: 25, Color: "gray"}), HasAudio: true}}
+	profile := media.Profiles["720p30-h264"]
+	dir := t.TempDir()
+	// render renders text (none when empty) as a title from 0.5 s to 2.5 s
+	// between edges, each chunk to its own file, and returns the files.
+	render := func(name, text string, edges ...int64) []string {
+		sh := timeline.Shorthand{Clips: []timeline.ShorthandClip{{AssetID: still, In: 0, Out: 3}}}
+		if text != "" {
+			sh.Titles = []timeline.ShorthandTitle{{Text: text, Start: 0.5, End: 2.5}}
+		}
+		spec, err := sh.Lower(func(uuid.UUID) (timeline.Media, bool) {
+			return timeline.Media{Ready: true, HasVideo: true, HasAudio: true, Duration: 3 * time.Second}, true
+		})
+		require.NoError(t, err)
+		// A bound for a hang, not a measure: a render of 3 s takes seconds.
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		var parts []string
+		for i := 0; i+1 < len(edges); i++ {
+			part := filepath.Join(dir, fmt.Sprintf("%s-%d.mkv", name, i))
+			require.NoError(t, tool.RenderChunk(ctx, media.Chunk{Spec: spec, Inputs: inputs, Profile: profile,
+				FromUS: edges[i], ToUS: edges[i+1], Output: part}), "render %q", text)
+			parts = append(parts, part)
+		}
+		return parts
+	}
+	// band is the bottom quarter of the frame at second at of file, where
+	// titles are drawn, in gray levels.
+	band := func(file string, at float64) []byte {
+		out, err := exec.CommandContext(t.Context(), ffmpeg, "-nostdin", "-v", "error", "-ss", strconv.FormatFloat(at, 'f', 3, 64), "-i", file,
+			"-frames:v", "1", "-vf", "crop=iw:ih/4:0:ih*3/4,format=gray", "-f", "rawvideo", "-").Output()
+		require.NoError(t, err)
+		require.NotEmpty(t, out)
+		return out
+	}
+	// changed counts the pixels two bands differ in by more than a
+	// quarter of the gray range: text, not the encoder's noise.
+	changed := func(a, b []byte) int {
+		require.Equal(t, len(a), len(b))
+		n := 0
+		for i := range a {
+			if d := int(a[i]) - int(b[i]); d > 64 || d < -64 {
+				n++
+			}
+		}
+		return n
+	}
+	const same, drawn = 20, 200
+
+	began := time.Now()
+	plain := band(render("plain", "", 0, 3e6)[0], 1.0)
+	plainTook := time.Since(began)
+	pts := render("pts", "%{pts}", 0, 3e6)[0]
+	at1, at2 := band(pts, 1.0), band(pts, 2.0)
+	t.Logf("%%{pts}: %d pixels differ from no title, %d between 1 s and 2 s", changed(plain, at1), changed(at1, at2))
+	require.Greater(t, changed(plain, at1), drawn, "the title is drawn")
+	require.Less(t, changed(at1, at2), same, "%{pts} is drawn as written, not as each frame's time")
+
+	began = time.Now()
+	loop := band(render("loop", "%{e:while(1,1)}", 0, 3e6)[0], 1.0)
+	t.Logf("render of 3 s: %s with no title, %s with %%{e:while(1,1)}", plainTook.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
+	require.Greater(t, changed(plain, loop), drawn, "%{e:while(1,1)} is drawn, not evaluated")
+
+	chunks := render("chunked", "%{pts}", 0, 1.5e6, 3e6)
+	require.Less(t, changed(at2, band(chunks[1], 0.5)), same, "the title shows the same pixels in a chunk as in one pass")
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/protocol"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
@@ -35,12 +36,18 @@ type BodyError struct {
 	Class   Class  `json:"class"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// RetryAfterMS is a retryable failure's [RetryAfter], in milliseconds.
+	RetryAfterMS int64 `json:"retry_after_ms,omitempty"`
 }
 
 // BodyOf is err's class, code and message as a [Body].
 func BodyOf(err error) Body {
 	class, code := Of(err)
-	return Body{Error: BodyError{Class: class, Code: code, Message: err.Error()}}
+	b := Body{Error: BodyError{Class: class, Code: code, Message: err.Error()}}
+	if d, ok := RetryAfterOf(err); ok {
+		b.Error.RetryAfterMS = d.Milliseconds()
+	}
+	return b
 }
 
 // WriteHTTP answers a failed delivery with status and err's [Body].
@@ -118,7 +125,11 @@ func classify(status int, b Body, haveBody bool) error {
 			code = b.Error.Code
 		}
 	}
-	return &Error{Class: class, Code: code, Err: errors.New(msg)}
+	e := &Error{Class: class, Code: code, Err: errors.New(msg)}
+	if haveBody && class == ClassRetryable && b.Error.RetryAfterMS > 0 {
+		e.RetryAfter = time.Duration(b.Error.RetryAfterMS) * time.Millisecond
+	}
+	return e
 }
 
 func parseBody(contentType string, body []byte) (Body, bool) {

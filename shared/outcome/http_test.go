@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/stretchr/testify/require"
@@ -94,4 +95,23 @@ func TestFromResultMatchesFromHTTP(t *testing.T) {
 	}
 	require.NoError(t, outcome.FromResult(nil))
 	require.NoError(t, outcome.FromResult(cehttp.NewResult(http.StatusOK, "ok")))
+}
+
+// TestRetryAfterCrossesHTTP: the wait a retryable failure asks for reaches
+// the adapter over HTTP and in process alike; a permanent answer asks for
+// none, and neither does a 4xx carrying one.
+func TestRetryAfterCrossesHTTP(t *testing.T) {
+	t.Parallel()
+	held := outcome.RetryAfter("render.chunk_held", fmt.Errorf("held"), 1500*time.Millisecond)
+	for name, err := range map[string]error{"http": answer(t, 500, held), "in process": outcome.FromResult(held)} {
+		d, ok := outcome.RetryAfterOf(err)
+		require.True(t, ok, name)
+		require.Equal(t, 1500*time.Millisecond, d, name)
+		_, code := outcome.Of(err)
+		require.Equal(t, "render.chunk_held", code, name)
+	}
+	_, ok := outcome.RetryAfterOf(answer(t, 422, held))
+	require.False(t, ok, "a 4xx is permanent: no retry at all")
+	_, ok = outcome.RetryAfterOf(answer(t, 500, outcome.Retryable("x", nil)))
+	require.False(t, ok, "no wait asked for: the adapter's backoff")
 }

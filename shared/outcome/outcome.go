@@ -16,6 +16,7 @@ package outcome
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Class is how a failure should be handled.
@@ -33,6 +34,10 @@ type Error struct {
 	// Code is a short machine-readable reason, e.g. "envelope.bad_id".
 	Code string
 	Err  error
+	// RetryAfter, when set on a retryable failure, is when the work can
+	// next make progress (a claim another delivery holds runs out then):
+	// the adapter redelivers after it instead of its own backoff.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Err.Error() }
@@ -52,6 +57,25 @@ func Retryable(code string, err error) error {
 		err = errors.New(code)
 	}
 	return &Error{Class: ClassRetryable, Code: code, Err: err}
+}
+
+// RetryAfter marks err as worth retrying after d, and not before: the
+// adapter hands the message back for d rather than for its backoff.
+func RetryAfter(code string, err error, d time.Duration) error {
+	if err == nil {
+		err = errors.New(code)
+	}
+	return &Error{Class: ClassRetryable, Code: code, Err: err, RetryAfter: d}
+}
+
+// RetryAfterOf is the wait a retryable err asks for; false: none, the
+// adapter's backoff decides.
+func RetryAfterOf(err error) (time.Duration, bool) {
+	var e *Error
+	if errors.As(err, &e) && e.Class == ClassRetryable && e.RetryAfter > 0 {
+		return e.RetryAfter, true
+	}
+	return 0, false
 }
 
 // Permanentf is Permanent with a formatted message.

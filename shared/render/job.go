@@ -58,24 +58,31 @@ type Job struct {
 	ErrorCode       string
 	ErrorMessage    string
 	JoinRequestedAt *time.Time
-	Rescues         int
-	IdempotencyKey  string
-	RequestHash     []byte
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
-	StartedAt       *time.Time
-	FinishedAt      *time.Time
+	// Rescues counts the reconciler's re-asks since the last progress that
+	// the render stage handled without progress; RescueAsks every re-ask
+	// since then, delivered or not; RescuedAt and RescueEvents are the
+	// last one's time and events.
+	Rescues        int
+	RescueAsks     int
+	RescuedAt      *time.Time
+	RescueEvents   []uuid.UUID
+	IdempotencyKey string
+	RequestHash    []byte
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	StartedAt      *time.Time
+	FinishedAt     *time.Time
 }
 
 const jobColumns = `render_job_id, tenant_id, project_revision_id, render_spec_id, profile, render_key, duration_us, priority,
 	status, version, progress, output_asset_id, reused, coalesce(error_code, ''), coalesce(error_message, ''), join_requested_at, rescues,
-	client_idempotency_key, request_hash, created_at, updated_at, started_at, finished_at`
+	client_idempotency_key, request_hash, created_at, updated_at, started_at, finished_at, rescue_asks, rescued_at, rescue_events`
 
 func scanJob(row pgx.Row) (Job, error) {
 	var j Job
 	err := row.Scan(&j.ID, &j.TenantID, &j.RevisionID, &j.SpecID, &j.Profile, &j.Key, &j.DurationUS, &j.Priority,
 		&j.Status, &j.Version, &j.Progress, &j.OutputAssetID, &j.Reused, &j.ErrorCode, &j.ErrorMessage, &j.JoinRequestedAt, &j.Rescues,
-		&j.IdempotencyKey, &j.RequestHash, &j.CreatedAt, &j.UpdatedAt, &j.StartedAt, &j.FinishedAt)
+		&j.IdempotencyKey, &j.RequestHash, &j.CreatedAt, &j.UpdatedAt, &j.StartedAt, &j.FinishedAt, &j.RescueAsks, &j.RescuedAt, &j.RescueEvents)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Job{}, ErrNotFound
 	}
@@ -84,6 +91,7 @@ func scanJob(row pgx.Row) (Job, error) {
 	}
 	j.CreatedAt, j.UpdatedAt = j.CreatedAt.UTC(), j.UpdatedAt.UTC()
 	j.StartedAt, j.FinishedAt, j.JoinRequestedAt = pg.UTC(j.StartedAt), pg.UTC(j.FinishedAt), pg.UTC(j.JoinRequestedAt)
+	j.RescuedAt = pg.UTC(j.RescuedAt)
 	return j, nil
 }
 
@@ -167,8 +175,10 @@ type Change struct {
 	ErrorMessage  string
 	// JoinRequested records that the join was asked for now.
 	JoinRequested bool
-	// Rescued counts one re-emission by the reconciler; Progressed (a
-	// chunk stored) starts the count again.
+	// Asked records a re-ask by the reconciler of these events, now.
+	// Rescued counts the previous re-ask as handled without progress;
+	// Progressed (a chunk stored) starts both counts again.
+	Asked      []uuid.UUID
 	Rescued    bool
 	Progressed bool
 }
@@ -193,11 +203,14 @@ func Move(ctx context.Context, tx pgx.Tx, cur Job, ch Change) (Job, error) {
 			error_code = coalesce($7, error_code), error_message = coalesce($8, error_message),
 			join_requested_at = CASE WHEN $9 THEN now() ELSE join_requested_at END,
 			rescues = CASE WHEN $10 THEN rescues + 1 WHEN $11 THEN 0 ELSE rescues END,
+			rescue_asks = CASE WHEN cardinality($12::uuid[]) > 0 THEN rescue_asks + 1 WHEN $11 THEN 0 ELSE rescue_asks END,
+			rescued_at = CASE WHEN cardinality($12::uuid[]) > 0 THEN now() ELSE rescued_at END,
+			rescue_events = CASE WHEN cardinality($12::uuid[]) > 0 THEN $12::uuid[] ELSE rescue_events END,
 			started_at = CASE WHEN $3 = 'RENDERING' THEN coalesce(started_at, now()) ELSE started_at END,
 			finished_at = CASE WHEN $3 IN ('SUCCEEDED', 'FAILED', 'CANCELED') THEN coalesce(finished_at, now()) ELSE finished_at END
 		WHERE render_job_id = $1 AND version = $2
 		RETURNING `+jobColumns,
-		cur.ID, cur.Version, to, ch.Progress, ch.OutputAssetID, ch.Reused, errorCode, errorMessage, ch.JoinRequested, ch.Rescued, ch.Progressed))
+		cur.ID, cur.Version, to, ch.Progress, ch.OutputAssetID, ch.Reused, errorCode, errorMessage, ch.JoinRequested, ch.Rescued, ch.Progressed, asked(ch.Asked)))
 	if errors.Is(err, ErrNotFound) {
 		return Job{}, fmt.Errorf("render %s at version %d: %w", cur.ID, cur.Version, ErrStale)
 	}
@@ -205,6 +218,15 @@ func Move(ctx context.Context, tx pgx.Tx, cur Job, ch Change) (Job, error) {
 		return Job{}, fmt.Errorf("move render %s to %s: %w", cur.ID, to, err)
 	}
 	return j, nil
+}
+
+// asked is never nil: a nil slice would be a NULL array, and cardinality
+// of NULL is NULL.
+func asked(ids []uuid.UUID) []uuid.UUID {
+	if ids == nil {
+		return []uuid.UUID{}
+	}
+	return ids
 }
 
 // Unfinished lists renders in status whose last change is older than
@@ -243,7 +265,7 @@ func Siblings(ctx context.Context, q pg.Querier, j Job) ([]Job, error) {
 // except: a chunk they all wait on was stored, so their rescue count
 // starts again and the reconciler's stuck clock too.
 func Touch(ctx context.Context, q pg.Querier, tenantID uuid.UUID, key string, except uuid.UUID) error {
-	if _, err := q.Exec(ctx, `UPDATE render_jobs SET rescues = 0, updated_at = now()
+	if _, err := q.Exec(ctx, `UPDATE render_jobs SET rescues = 0, rescue_asks = 0, updated_at = now()
 		WHERE tenant_id = $1 AND render_key = $2 AND status = 'RENDERING' AND render_job_id <> $3`, tenantID, key, except); err != nil {
 		return fmt.Errorf("touch renders of the same content: %w", err)
 	}

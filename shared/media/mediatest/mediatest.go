@@ -26,6 +26,7 @@ type ClipParams struct {
 	PixFmt        string // default yuv420p; odd sizes need e.g. yuv444p
 	NoAudio       bool   // a video-only clip
 	NoVideo       bool   // an audio-only clip (an .m4a)
+	Color         string // a still frame of this color instead of the moving test pattern
 }
 
 // FFmpeg returns the path of ffmpeg, or fails or skips tb as servicetest does.
@@ -72,8 +73,11 @@ func Clip(tb testing.TB, p ClipParams) string {
 	name := "clip.mp4"
 	args := []string{"-nostdin", "-hide_banner", "-v", "error"}
 	if !p.NoVideo {
-		args = append(args, "-f", "lavfi", "-i",
-			fmt.Sprintf("testsrc=size=%dx%d:rate=%d:duration=%s", p.Width, p.Height, p.Rate, seconds))
+		source := fmt.Sprintf("testsrc=size=%dx%d:rate=%d:duration=%s", p.Width, p.Height, p.Rate, seconds)
+		if p.Color != "" {
+			source = fmt.Sprintf("color=c=%s:size=%dx%d:rate=%d:duration=%s", p.Color, p.Width, p.Height, p.Rate, seconds)
+		}
+		args = append(args, "-f", "lavfi", "-i", source)
 	}
 	if !p.NoAudio {
 		args = append(args, "-f", "lavfi", "-i", "sine=frequency=440:duration="+audioSeconds)
