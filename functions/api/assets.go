@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,6 +65,14 @@ type assetBody struct {
 // mediaPrefixes are the content types each kind of upload may have.
 var mediaPrefixes = map[asset.MediaType]string{asset.Video: "video/", asset.Audio: "audio/", asset.Image: "image/"}
 
+// uploadTypes are the content types an upload may be announced as, per
+// kind: the containers the probe takes (media.InputFormats).
+var uploadTypes = map[asset.MediaType][]string{
+	asset.Video: {"video/mp4", "video/quicktime", "video/x-matroska", "video/webm", "video/mp2t"},
+	asset.Audio: {"audio/mpeg", "audio/mp4", "audio/aac", "audio/wav", "audio/x-wav", "audio/wave", "audio/flac", "audio/x-flac", "audio/ogg", "audio/opus", "audio/webm"},
+	asset.Image: {"image/png", "image/jpeg", "image/webp"},
+}
+
 // uploadRequest is a validated upload announcement.
 type uploadRequest struct {
 	media       asset.MediaType
@@ -85,6 +94,12 @@ func (s *Server) validateUpload(b assetBody) (uploadRequest, *apiError) {
 	mt, _, err := mime.ParseMediaType(b.ContentType)
 	if err != nil || !strings.HasPrefix(mt, prefix) {
 		return bad("content_type must be a %s* media type for a %s upload (for example %s), got %q", prefix, media, exampleType[media], truncate(b.ContentType, 64))
+	}
+	switch {
+	case mt == "image/svg+xml":
+		return bad("content_type image/svg+xml is not accepted: an SVG is a document that can run scripts, not an image the pipeline renders; upload a PNG, JPEG or WebP")
+	case !slices.Contains(uploadTypes[media], mt):
+		return bad("content_type %s is not accepted for a %s upload; accepted: %s", mt, media, strings.Join(uploadTypes[media], ", "))
 	}
 	if b.SizeBytes < 1 || b.SizeBytes > s.limits.MaxUploadBytes {
 		return bad("size_bytes must be from 1 to %d, got %d", s.limits.MaxUploadBytes, b.SizeBytes)

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aivedio/pipeline/shared/asset"
+	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/tenant"
 )
 
@@ -179,7 +180,7 @@ func (s *Server) presignView(ctx context.Context, v *assetView) {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	expires := time.Now().Add(s.downloadTTL).UTC().Truncate(time.Second)
-	url, err := s.blob.PresignGet(pctx, v.objectKey, s.downloadTTL)
+	url, err := s.blob.PresignDownload(pctx, v.objectKey, s.downloadTTL, blob.Download{Filename: downloadName(v.Filename, v.objectKey), ContentType: v.ContentType})
 	if err != nil {
 		s.log.ErrorContext(ctx, "presign asset download", slog.String("asset_id", v.AssetID.String()),
 			slog.String("error", err.Error()), slog.String("request_id", requestID(ctx)))

@@ -165,6 +165,8 @@ func TestUploadAnnouncementIsValidated(t *testing.T) {
 	for _, c := range []struct{ body, want string }{
 		{`{"kind":"MOVIE","content_type":"video/mp4","size_bytes":1,"sha256":"` + good + `","filename":"a.mp4"}`, "kind must be VIDEO, AUDIO or IMAGE"},
 		{`{"kind":"VIDEO","content_type":"image/png","size_bytes":1,"sha256":"` + good + `","filename":"a.mp4"}`, "content_type must be a video/*"},
+		{`{"kind":"IMAGE","content_type":"image/svg+xml","size_bytes":1,"sha256":"` + good + `","filename":"a.svg"}`, "image/svg+xml is not accepted"},
+		{`{"kind":"VIDEO","content_type":"video/x-ms-asf","size_bytes":1,"sha256":"` + good + `","filename":"a.asf"}`, "accepted: video/mp4, video/quicktime"},
 		{`{"kind":"VIDEO","content_type":"video/mp4","size_bytes":0,"sha256":"` + good + `","filename":"a.mp4"}`, "size_bytes must be from 1"},
 		{`{"kind":"VIDEO","content_type":"video/mp4","size_bytes":1,"sha256":"abc","filename":"a.mp4"}`, "sha256 must be"},
 		{`{"kind":"VIDEO","content_type":"video/mp4","size_bytes":1,"sha256":"` + good + `","filename":"../a.mp4"}`, "plain file name"},

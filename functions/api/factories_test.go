@@ -24,6 +24,7 @@ import (
 	"github.com/aivedio/pipeline/functions/api"
 	"github.com/aivedio/pipeline/functions/stage/stagetest"
 	"github.com/aivedio/pipeline/shared/billing"
+	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/dbtest"
 	"github.com/aivedio/pipeline/shared/live"
@@ -226,7 +227,7 @@ func (b *testBundle) outboxPayloads(t *testing.T, id uuid.UUID, eventType string
 // fakePresigner signs nothing; its URLs name the key and lifetime.
 type fakePresigner struct{}
 
-func (fakePresigner) PresignGet(_ context.Context, key string, ttl time.Duration) (string, error) {
+func (fakePresigner) PresignDownload(_ context.Context, key string, ttl time.Duration, _ blob.Download) (string, error) {
 	return "https://blob.test/" + key + "?expires=" + ttl.String(), nil
 }
 

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"path"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/shared/attempt"
+	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/live"
 	reviews "github.com/aivedio/pipeline/shared/review"
 	"github.com/aivedio/pipeline/shared/task"
@@ -239,6 +241,15 @@ func (s *Server) liveProgress(ctx context.Context, id uuid.UUID, stored int) int
 	return max(p, stored)
 }
 
+// downloadName is the file name a download is saved under: the name an
+// upload had, else its object's ("output.mp4", "thumbnail.jpg").
+func downloadName(filename, objectKey string) string {
+	if filename != "" {
+		return filename
+	}
+	return path.Base(objectKey)
+}
+
 // presign adds download URLs. A URL that cannot be made is left out and
 // logged (without the URL): the rest of the answer still helps the client.
 func (s *Server) presign(ctx context.Context, outs []output) {
@@ -248,7 +259,8 @@ func (s *Server) presign(ctx context.Context, outs []output) {
 	for i := range outs {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		expires := time.Now().Add(s.downloadTTL).UTC().Truncate(time.Second)
-		url, err := s.blob.PresignGet(pctx, outs[i].objectKey, s.downloadTTL)
+		url, err := s.blob.PresignDownload(pctx, outs[i].objectKey, s.downloadTTL,
+			blob.Download{Filename: downloadName("", outs[i].objectKey), ContentType: outs[i].ContentType})
 		cancel()
 		if err != nil {
 			s.log.ErrorContext(ctx, "presign output download", slog.String("asset_id", outs[i].AssetID.String()),

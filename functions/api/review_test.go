@@ -3,6 +3,7 @@ package api_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -112,6 +113,18 @@ func TestAnOutputTheReviewHasNotApprovedIsNotHandedOut(t *testing.T) {
 	require.NoError(t, err)
 	a, l, g := served("")
 	require.True(t, a && l && g, "approved: every endpoint hands out the download (asset %v, list %v, generation %v)", a, l, g)
+	gen := b.do(t, http.MethodGet, "/v1/generations/"+id.String(), key, "").json(t)
+	for _, url := range []string{b.do(t, http.MethodGet, "/v1/assets/"+out.String(), key, "").json(t)["download_url"].(string),
+		gen["outputs"].([]any)[0].(map[string]any)["download_url"].(string)} {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.True(t, strings.HasPrefix(resp.Header.Get("Content-Disposition"), "attachment"), "served as an attachment: %q", resp.Header.Get("Content-Disposition"))
+		require.Equal(t, "video/mp4", resp.Header.Get("Content-Type"))
+	}
 	r := b.revise(t, key, projectID, clip)
 	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
 	render := b.postRender(t, key, uuid.NewString(), fmt.Sprintf(`{"project_revision_id":%q,"profile":"720p30-h264"}`, r.json(t)["revision_id"]))

@@ -21,9 +21,10 @@ import (
 	"github.com/aivedio/pipeline/shared/task"
 )
 
-// Presigner hands out short-lived download URLs; *blob.Store is one.
+// Presigner hands out short-lived download URLs, served as attachments;
+// *blob.Store is one.
 type Presigner interface {
-	PresignGet(ctx context.Context, key string, ttl time.Duration) (string, error)
+	PresignDownload(ctx context.Context, key string, ttl time.Duration, d blob.Download) (string, error)
 }
 
 // Options are what a Server needs.

@@ -10,6 +10,7 @@ import (
 	"io"
 	mathrand "math/rand/v2"
 	"net/http"
+	"strings"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -421,6 +422,45 @@ func TestPresignGet(t *testing.T) {
 			for _, ttl := range []time.Duration{0, -time.Minute} {
 				_, err := b.store.PresignGet(ctx, key, ttl)
 				require.ErrorContains(t, err, "must be positive")
+			}
+		})
+	}
+}
+
+// TestPresignDownloadIsAnAttachment: a download handed to a client comes
+// as an attachment under its file name, and as a content type from the
+// allow-list: an object stored as SVG or HTML is served as bytes, never
+// rendered by a browser in the storage's origin.
+func TestPresignDownloadIsAnAttachment(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		t.Run(backend.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, backend)
+			ctx := testContext(t)
+			for _, c := range []struct {
+				name, stored, filename, wantType, wantDisposition string
+			}{
+				{"a video", "video/mp4", "clip.mp4", "video/mp4", `attachment; filename=clip.mp4`},
+				{"an SVG", "image/svg+xml", "logo.svg", "application/octet-stream", `attachment; filename=logo.svg`},
+				{"HTML", "text/html", "page one.html", "application/octet-stream", `attachment; filename="page one.html"`},
+				{"a name that is not ASCII", "image/png", "été.png", "image/png", `attachment; filename*=utf-8''%C3%A9t%C3%A9.png`},
+			} {
+				t.Run(c.name, func(t *testing.T) {
+					key := b.key(t, "task-1", c.filename)
+					_, err := b.store.Put(ctx, key, strings.NewReader("<svg onload=alert(1)/>"), &PutOpts{ContentType: c.stored})
+					require.NoError(t, err)
+					url, err := b.store.PresignDownload(ctx, key, 5*time.Minute, Download{Filename: c.filename, ContentType: c.stored})
+					require.NoError(t, err)
+					req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+					require.NoError(t, err)
+					resp, err := http.DefaultClient.Do(req)
+					require.NoError(t, err)
+					require.NoError(t, resp.Body.Close())
+					require.Equal(t, http.StatusOK, resp.StatusCode)
+					require.Equal(t, c.wantType, resp.Header.Get("Content-Type"))
+					require.Equal(t, c.wantDisposition, resp.Header.Get("Content-Disposition"))
+				})
 			}
 		})
 	}
