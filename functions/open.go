@@ -85,7 +85,7 @@ func ProviderClients(cfg config.Provider, logger *slog.Logger) ([]provider.Clien
 	switch cfg.Name {
 	case replicate.DefaultName:
 		c, err := replicate.New(replicate.Config{Name: cfg.Name, BaseURL: cfg.BaseURL, APIToken: cfg.APIToken,
-			WebhookSecret: cfg.WebhookSecret, Timeout: cfg.Timeout, Logger: logger.With(slog.String("provider", cfg.Name))})
+			WebhookSecret: cfg.WebhookSecret, Timeout: cfg.Timeout, Outputs: outputGuard(cfg), Logger: logger.With(slog.String("provider", cfg.Name))})
 		if err != nil {
 			return nil, fmt.Errorf("provider %s: %w", cfg.Name, err)
 		}
@@ -94,7 +94,7 @@ func ProviderClients(cfg config.Provider, logger *slog.Logger) ([]provider.Clien
 		return nil, errors.New("PROVIDER_NAME " + cfg.Name + " has no client; known: " + replicate.DefaultName)
 	}
 	if cfg.RunwayBaseURL != "" {
-		c, err := runway.New(runway.Config{BaseURL: cfg.RunwayBaseURL, APIToken: cfg.RunwayAPIToken, Timeout: cfg.Timeout,
+		c, err := runway.New(runway.Config{BaseURL: cfg.RunwayBaseURL, APIToken: cfg.RunwayAPIToken, Timeout: cfg.Timeout, Outputs: outputGuard(cfg),
 			Logger: logger.With(slog.String("provider", runway.DefaultName))})
 		if err != nil {
 			return nil, fmt.Errorf("provider %s: %w", runway.DefaultName, err)
@@ -102,4 +102,10 @@ func ProviderClients(cfg config.Provider, logger *slog.Logger) ([]provider.Clien
 		clients = append(clients, c)
 	}
 	return clients, nil
+}
+
+// outputGuard is what FETCH_MAX_BYTES and FETCH_ALLOW_PRIVATE_OUTPUTS let
+// an output download do.
+func outputGuard(cfg config.Provider) provider.OutputGuard {
+	return provider.OutputGuard{AllowPrivate: cfg.FetchAllowPrivateOutputs, MaxBytes: cfg.FetchMaxBytes}
 }

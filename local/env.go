@@ -218,7 +218,9 @@ func start(ctx context.Context, o options) (*environment, error) {
 	e.apiURL = "http://" + ln.Addr().String()
 	provCfg := config.Provider{Name: "replicate", BaseURL: e.simURL, APIToken: o.sim.APIToken, WebhookSecret: e.sim.WebhookSecret(),
 		BreakerFailures: cmp.Or(o.breakerFailures, 5), BreakerOpen: 5 * time.Second, Routes: o.routes,
-		CallbackURL: e.apiURL + "/v1/provider-callbacks/replicate", Timeout: 5 * time.Second}
+		CallbackURL: e.apiURL + "/v1/provider-callbacks/replicate", Timeout: 5 * time.Second,
+		// The simulators serve their outputs over http on loopback.
+		FetchAllowPrivateOutputs: true}
 	if e.runwaySim != nil {
 		provCfg.RunwayBaseURL, provCfg.RunwayAPIToken = e.runwayURL, o.runwaySim.APIToken
 		if provCfg.Routes == "" {

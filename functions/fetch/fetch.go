@@ -19,7 +19,9 @@
 // stale no-op. An output URL that expired is asked for again once; when
 // the provider cannot give a fresh one the task FAILS with that reason. A
 // new generation is never started to replace a lost output: that would
-// charge the provider twice for one request.
+// charge the provider twice for one request. An output the download guard
+// refuses (provider.OutputGuard: not https, a host that is not public, over
+// FETCH_MAX_BYTES) FAILS the task with the refusal's code, released.
 package fetch
 
 import (
@@ -83,6 +85,12 @@ func (f *fetcher) work(ctx context.Context, d stage.Delivery[task.FetchRequested
 			return d.Locked(ctx, task.Fetching, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
 				return task.Fail(ctx, tx, o, cur, "provider.output_expired",
 					"the provider's output expired before it could be stored; the generation was not repeated")
+			})
+		}
+		if refused := (*provider.RefusedError)(nil); errors.As(err, &refused) {
+			return d.Locked(ctx, task.Fetching, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
+				return task.Fail(ctx, tx, o, cur, refused.Code,
+					"the provider's output was refused and not stored ("+refused.Message+"); the generation was not repeated")
 			})
 		}
 		if waits(err) {
@@ -186,11 +194,18 @@ func (f *fetcher) download(ctx context.Context, t task.Task, key string) (blob.O
 			}
 			return blob.Object{}, errExpired
 		}
+		if refused := (*provider.RefusedError)(nil); errors.As(err, &refused) {
+			return blob.Object{}, refused
+		}
 		if err != nil {
 			return blob.Object{}, classify(err)
 		}
 		obj, err := f.Blob.Put(ctx, key, out.Body, &blob.PutOpts{ContentType: "video/mp4", Size: max(out.ContentLength, 0)})
+		refusal := provider.RefusalOf(out)
 		out.Body.Close()
+		if refusal != nil {
+			return blob.Object{}, refusal
+		}
 		if err != nil {
 			return blob.Object{}, fmt.Errorf("store output: %w", err)
 		}

@@ -5,9 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -326,4 +330,63 @@ func TestFetchOfTaskNotFetchingDoesNothing(t *testing.T) {
 	require.Zero(t, gets)
 	require.Zero(t, downloads)
 	require.Equal(t, "STALE_NOOP", inboxResult(t, b.pool, catalog.GroupFetch.Name, id))
+}
+
+// TestAnOutputTheGuardRefusesFailsTheTask: an output URL that is not
+// https, or an output past FETCH_MAX_BYTES (announced, or only found
+// while it streams), FAILS the task with the refusal's code, stores
+// nothing, and is not fetched again.
+func TestAnOutputTheGuardRefusesFailsTheTask(t *testing.T) {
+	t.Parallel()
+	const limit = 1 << 20
+	big := bytes.Repeat([]byte{0x42}, limit+1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/streamed" {
+			// No Content-Length: the size shows only as it streams.
+			w.Header().Set("Content-Type", "video/mp4")
+			w.WriteHeader(http.StatusOK)
+			for chunk := range slices.Chunk(big, 64<<10) {
+				_, _ = w.Write(chunk)
+				w.(http.Flusher).Flush()
+			}
+			return
+		}
+		http.ServeContent(w, r, "out.mp4", time.Time{}, bytes.NewReader(big))
+	}))
+	t.Cleanup(srv.Close)
+
+	for _, c := range []struct {
+		name, path, code string
+		guard            provider.OutputGuard
+	}{
+		{"plain http", "/announced", provider.CodeInsecureOutputURL, provider.OutputGuard{MaxBytes: limit}},
+		{"announced too large", "/announced", provider.CodeOutputTooLarge, provider.OutputGuard{AllowPrivate: true, MaxBytes: limit}},
+		{"streamed too large", "/streamed", provider.CodeOutputTooLarge, provider.OutputGuard{AllowPrivate: true, MaxBytes: limit}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			client := c.guard.Client(nil)
+			t.Cleanup(client.CloseIdleConnections)
+			b := setup(t, func(int) (provider.Output, error) {
+				u, err := url.Parse(srv.URL + c.path)
+				require.NoError(t, err)
+				out, status, _, err := provider.FetchOutput(t.Context(), provider.FetchParams{Op: "download output", HTTP: client, URL: u,
+					HeaderTimeout: 5 * time.Second, Guard: c.guard})
+				if err == nil && status != http.StatusOK {
+					err = fmt.Errorf("status %d", status)
+				}
+				return out, err
+			})
+			require.NoError(t, b.deliver(t, uuid.NewString()))
+			got := b.reload(t)
+			require.Equal(t, task.Failed, got.Status)
+			require.Equal(t, c.code, got.ErrorCode, got.ErrorMessage)
+			require.Contains(t, got.ErrorMessage, "the generation was not repeated")
+			_, downloads := b.fake.counts()
+			require.Equal(t, 1, downloads, "a refusal is not tried again")
+			require.Empty(t, assets(t, b.pool, b.task.ID))
+			_, err := b.store.Stat(t.Context(), outputKey(t, b.task))
+			require.ErrorIs(t, err, blob.ErrNotFound, "nothing stored")
+		})
+	}
 }

@@ -84,6 +84,9 @@ func (s *prober) work(ctx context.Context, d stage.Delivery[task.Postprocess]) e
 			return fmt.Errorf("presign output: %w", err)
 		}
 		p, err := s.Media.Probe(ctx, url)
+		if err == nil {
+			err = media.Admit(p)
+		}
 		if reason := notAVideo(p, err); reason != "" {
 			return d.Locked(ctx, task.MediaProcessing, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
 				if err := settleAsset(asset.Fail(ctx, tx, out.ID, "media.not_a_video", reason)); err != nil {
@@ -170,8 +173,13 @@ func settleAsset(err error) error {
 // notAVideo says why a probe shows the output cannot be a video, or "" when
 // it can (or the probe failed for a reason that may pass).
 func notAVideo(p media.Probe, err error) string {
-	var exit *media.ExitError
+	var (
+		exit *media.ExitError
+		fe   *media.FormatError
+	)
 	switch {
+	case errors.As(err, &fe):
+		return "the provider's output is refused: " + fe.Reason
 	case errors.Is(err, media.ErrNoMediaStreams), errors.Is(err, media.ErrInvalidProbe):
 		return "the provider's output is not a playable video (" + found(p, err) + ")"
 	case errors.As(err, &exit) && exit.ExitCode > 0 && !unreadable(exit):

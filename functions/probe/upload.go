@@ -38,6 +38,9 @@ func (s *prober) upload(ctx context.Context, d stage.Delivery[task.Postprocess])
 		return fmt.Errorf("presign upload: %w", err)
 	}
 	p, err := s.Media.Probe(ctx, url)
+	if err == nil {
+		err = media.Admit(p)
+	}
 	code, reason := notDeclared(a, p, err)
 	if code == "" && err != nil {
 		if missing := stage.SourceMissing(ctx, s.Blob, a.ObjectKey); missing != nil {
@@ -79,6 +82,9 @@ func (s *prober) upload(ctx context.Context, d stage.Delivery[task.Postprocess])
 // declared itself to be (a code and a reason a person can act on), or ""
 // when it is (or the probe failed for a reason that may pass).
 func notDeclared(a asset.Asset, p media.Probe, err error) (code, reason string) {
+	if fe := (*media.FormatError)(nil); errors.As(err, &fe) {
+		return "asset.unsupported_format", fmt.Sprintf("the uploaded file %q is refused: %s", a.Filename, fe.Reason)
+	}
 	var exit *media.ExitError
 	unplayable := errors.Is(err, media.ErrNoMediaStreams) || errors.Is(err, media.ErrInvalidProbe) ||
 		(errors.As(err, &exit) && exit.ExitCode > 0 && !unreadable(exit))

@@ -1,9 +1,13 @@
 package probe_test
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,6 +90,61 @@ func TestUploadsAreProbedAsWhatTheyDeclare(t *testing.T) {
 			require.Equal(t, got.UpdatedAt, again.UpdatedAt)
 		})
 	}
+}
+
+// encode writes a 1 s, 64x48 test pattern to name with the given ffmpeg
+// output options.
+func encode(t *testing.T, name string, opts ...string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), name)
+	args := append([]string{"-v", "error", "-f", "lavfi", "-i", "testsrc=d=1:s=64x48:r=25"}, opts...)
+	raw, err := exec.CommandContext(t.Context(), mediatest.FFmpeg(t), append(args, out)...).CombinedOutput()
+	require.NoError(t, err, "%s", raw)
+	return out
+}
+
+// TestUploadsOutsideTheAllowListAreRefused: an upload in a container,
+// codec or size the pipeline does not take is FAILED
+// asset.unsupported_format with what was refused; a playlist is refused
+// before it is read, so the segments it names are never fetched.
+func TestUploadsOutsideTheAllowListAreRefused(t *testing.T) {
+	t.Parallel()
+	pool, store := dbtest.TestSchema(t), newStore(t)
+	fn := probe.New(probe.Params{Pool: pool, Blob: store, Media: newTool(t)})
+
+	segment := encode(t, "segment.ts", "-c:v", "libx264", "-f", "mpegts")
+	var fetched atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetched.Add(1)
+		http.ServeFile(w, r, segment)
+	}))
+	t.Cleanup(elsewhere.Close)
+	playlist := filepath.Join(t.TempDir(), "clip.m3u8")
+	require.NoError(t, os.WriteFile(playlist, fmt.Appendf(nil,
+		"#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXTINF:1.0,\n%s/segment.ts\n#EXT-X-ENDLIST\n", elsewhere.URL), 0o600))
+
+	for _, c := range []struct {
+		name, path, reason string
+	}{
+		{"an HLS playlist", playlist, "playlists, manifests and SVG are never read"},
+		{"a codec off the list", encode(t, "lossless.mkv", "-c:v", "ffv1"), `video codec "ffv1"`},
+		{"a frame rate over the cap", encode(t, "fast.mp4", "-c:v", "libx264", "-r", "240"), "over the cap of 120"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tenantID, _ := stagetest.NewTenant(t, pool)
+			a := stagetest.NewUpload(t, pool, store, tenantID, asset.Video, c.path, asset.Processing)
+			_, err := fn.Handle(t.Context(), stagetest.UploadEvent(t, a, a.TenantID, catalog.TagProbe))
+			require.NoError(t, err)
+			got, err := asset.Get(t.Context(), pool, a.ID)
+			require.NoError(t, err)
+			require.Equal(t, asset.Failed, got.Status, "%s: %s", got.ErrorCode, got.ErrorMessage)
+			require.Equal(t, "asset.unsupported_format", got.ErrorCode, got.ErrorMessage)
+			require.Contains(t, got.ErrorMessage, c.reason)
+			require.Contains(t, got.ErrorMessage, filepath.Base(c.path), "the reason names the file")
+			require.NotContains(t, got.ErrorMessage, "://", "and never the storage URL")
+		})
+	}
+	require.Zero(t, fetched.Load(), "the playlist's segment was never fetched")
 }
 
 // TestAnUploadOfAnotherTenantIsASecurityError: an upload's probe whose

@@ -105,8 +105,11 @@ func (s *transcoder) work(ctx context.Context, delivery stage.Delivery[task.Post
 				return delivery.Escalate(ctx, missing)
 			}
 		}
-		var mediaErr *media.ExitError
-		if err != nil && d.kind != "PROXY" && errors.As(err, &mediaErr) {
+		var (
+			mediaErr *media.ExitError
+			deadline *media.DeadlineError
+		)
+		if err != nil && d.kind != "PROXY" && (errors.As(err, &mediaErr) || errors.As(err, &deadline)) {
 			// An optional derivative ffmpeg cannot make must not hold a
 			// paid generation back (README, "Derivatives").
 			return s.optionalFailed(ctx, delivery, source, d, err, background)

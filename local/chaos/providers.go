@@ -156,6 +156,8 @@ func (w *world) providerEnv() []string {
 		"PROVIDER_WEBHOOK_SECRET=" + rp.sim.WebhookSecret(),
 		"PROVIDER_RUNWAY_BASE_URL=" + rw.url, "PROVIDER_RUNWAY_API_TOKEN=" + simToken,
 		"PROVIDER_ROUTES=" + providerRoutes(),
+		// The simulators serve their outputs over http on loopback.
+		"FETCH_ALLOW_PRIVATE_OUTPUTS=true",
 	}
 }
 

@@ -133,6 +133,10 @@ type Media struct {
 	// run of a chunk its deadline.
 	RenderChunkTimeoutFactor int           `envconfig:"RENDER_CHUNK_TIMEOUT_FACTOR" default:"12" desc:"a chunk's ffmpeg run is killed past this many times the chunk's output (RENDER_CHUNK), and the chunk fails render.chunk_timeout (tried again up to 4 times)"`
 	RenderChunkTimeoutMin    time.Duration `envconfig:"RENDER_CHUNK_TIMEOUT_MIN" default:"1m" desc:"the shortest deadline of a chunk's ffmpeg run, however short the chunk"`
+	// MediaTimeoutFactor and MediaTimeoutMin give every other ffmpeg run
+	// (proxy, thumbnail, waveform, review frames) its deadline.
+	MediaTimeoutFactor int           `envconfig:"MEDIA_TIMEOUT_FACTOR" default:"12" desc:"a proxy or waveform ffmpeg run is killed past this many times its input's duration"`
+	MediaTimeoutMin    time.Duration `envconfig:"MEDIA_TIMEOUT_MIN" default:"1m" desc:"the shortest deadline of an ffmpeg run outside renders; a thumbnail or review frame gets exactly this"`
 }
 
 // Validate checks the render knobs.
@@ -146,6 +150,10 @@ func (m Media) Validate() error {
 		return fmt.Errorf("RENDER_CHUNK_TIMEOUT_FACTOR must be at least 1, got %d", m.RenderChunkTimeoutFactor)
 	case m.RenderChunkTimeoutMin < time.Second:
 		return fmt.Errorf("RENDER_CHUNK_TIMEOUT_MIN must be at least 1s, got %s", m.RenderChunkTimeoutMin)
+	case m.MediaTimeoutFactor < 1:
+		return fmt.Errorf("MEDIA_TIMEOUT_FACTOR must be at least 1, got %d", m.MediaTimeoutFactor)
+	case m.MediaTimeoutMin < time.Second:
+		return fmt.Errorf("MEDIA_TIMEOUT_MIN must be at least 1s, got %s", m.MediaTimeoutMin)
 	}
 	return nil
 }
@@ -291,6 +299,9 @@ type Provider struct {
 	// Runway is the second provider, configured when its base URL is set.
 	RunwayBaseURL  string `envconfig:"PROVIDER_RUNWAY_BASE_URL" desc:"base URL of Runway's API (https://api.dev.runwayml.com, or the simulator's address); empty leaves Runway out"`
 	RunwayAPIToken string `envconfig:"PROVIDER_RUNWAY_API_TOKEN" desc:"bearer token for Runway's API"`
+	// What the fetch stage may download as a provider's output.
+	FetchMaxBytes            int64 `envconfig:"FETCH_MAX_BYTES" default:"2147483648" desc:"largest provider output the fetch stage stores; a bigger one fails the task fetch.too_large"`
+	FetchAllowPrivateOutputs bool  `envconfig:"FETCH_ALLOW_PRIVATE_OUTPUTS" default:"false" desc:"let output downloads use http and reach loopback and private addresses (the local simulators); never in a deployment"`
 }
 
 // CallbackURLFor is the callback URL of the named provider: PROVIDER_CALLBACK_URL
@@ -348,6 +359,9 @@ func (p Provider) Validate() error {
 	}
 	if _, err := p.ParsedRoutes(); err != nil {
 		return err
+	}
+	if p.FetchMaxBytes < 1<<20 {
+		return errors.New("FETCH_MAX_BYTES must be at least 1048576 (1 MiB)")
 	}
 	return nil
 }

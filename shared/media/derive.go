@@ -34,7 +34,8 @@ var errEmptyOutput = errors.New("ffmpeg wrote nothing")
 //
 // Like every derivative it reads input (a local path or an http(s) URL),
 // runs outside any database transaction under ctx's deadline
-// ([DefaultDeriveTimeout] when ctx has none), and leaves output either
+// ([DefaultDeriveTimeout] when ctx has none) and its work's (see derive),
+// and leaves output either
 // complete or untouched: ffmpeg writes to a temporary file in output's
 // directory that is renamed over output only on success, so a redelivered
 // job can simply run again. An input without video is [ErrNoVideo].
@@ -53,7 +54,7 @@ func (t *Tool) ProxyH264(ctx context.Context, input, output string) error {
 		args = append(args, "-map", "0:a:0", "-c:a", "aac", "-b:a", "128k")
 	}
 	args = append(args, "-movflags", "+faststart", "-f", "mp4")
-	if err := t.derive(ctx, OpProxy, src, output, nil, args); err != nil {
+	if err := t.derive(ctx, OpProxy, src, output, nil, args, p.Duration); err != nil {
 		return fmt.Errorf("proxy %s: %w", src.display, err)
 	}
 	return nil
@@ -77,11 +78,11 @@ func (t *Tool) Thumbnail(ctx context.Context, input, output string, at time.Dura
 	at = clampFrameTime(at, p)
 	args := []string{"-map", "0:V:0", "-frames:v", "1", "-vf", thumbnailFilter,
 		"-c:v", "mjpeg", "-q:v", "3", "-f", "image2", "-update", "1"}
-	err = t.derive(ctx, OpThumbnail, src, output, seek(at), args)
+	err = t.derive(ctx, OpThumbnail, src, output, seek(at), args, 0)
 	if errors.Is(err, errEmptyOutput) && at > 0 {
 		// The container's duration outlasts the video (a longer audio
 		// track): no frame after at. The first frame is better than none.
-		err = t.derive(ctx, OpThumbnail, src, output, nil, args)
+		err = t.derive(ctx, OpThumbnail, src, output, nil, args, 0)
 	}
 	if err != nil {
 		return fmt.Errorf("thumbnail %s at %s: %w", src.display, at, err)
@@ -105,7 +106,7 @@ func (t *Tool) Waveform(ctx context.Context, input, output string) error {
 	}
 	args := []string{"-filter_complex", waveformFilter, "-map", "[wave]",
 		"-frames:v", "1", "-c:v", "png", "-f", "image2", "-update", "1"}
-	if err := t.derive(ctx, OpWaveform, src, output, nil, args); err != nil {
+	if err := t.derive(ctx, OpWaveform, src, output, nil, args, p.Duration); err != nil {
 		return fmt.Errorf("waveform %s: %w", src.display, err)
 	}
 	return nil
@@ -149,7 +150,17 @@ func seek(at time.Duration) []string {
 // derive runs ffmpeg for operation op on src with the given input and
 // output options, into a temporary file beside output that replaces output
 // only when ffmpeg succeeded and wrote something.
-func (t *Tool) derive(ctx context.Context, op string, src source, output string, inputOpts, outputOpts []string) (err error) {
+//
+// The run is killed past its work's deadline: work (the input's duration)
+// times MEDIA_TIMEOUT_FACTOR, at least MEDIA_TIMEOUT_MIN; exactly that
+// floor for work 0 (one frame). The error is then a [*DeadlineError].
+func (t *Tool) derive(ctx context.Context, op string, src source, output string, inputOpts, outputOpts []string, work time.Duration) (err error) {
+	limit := t.timeoutMin
+	if work > 0 {
+		limit = t.workDeadline(work)
+	}
+	ctx, cancel := withWorkDeadline(ctx, &DeadlineError{Tool: "ffmpeg", Op: op, Limit: limit, Work: work})
+	defer cancel()
 	abs, err := filepath.Abs(output)
 	if err != nil {
 		return fmt.Errorf("resolve output path %q: %w", output, err)
@@ -170,9 +181,8 @@ func (t *Tool) derive(ctx context.Context, op string, src source, output string,
 	}()
 
 	args := make([]string, 0, 16+len(inputOpts)+len(outputOpts))
-	args = append(args, "-nostdin", "-hide_banner", "-v", "error", "-protocol_whitelist", src.protocols)
-	args = append(args, inputOpts...)
-	args = append(args, "-i", src.arg)
+	args = append(args, "-nostdin", "-hide_banner", "-v", "error")
+	args = append(args, src.inputArgs(inputOpts...)...)
 	args = append(args, outputOpts...)
 	args = append(args, "-y", "file:"+tmp)
 	if err := run(ctx, "ffmpeg", op, t.ffmpeg, src, args, nil); err != nil {

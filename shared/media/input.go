@@ -21,6 +21,7 @@ const (
 type source struct {
 	arg       string // what ffmpeg opens, after -i
 	protocols string // -protocol_whitelist
+	formats   string // -format_whitelist
 	display   string // what error messages show
 	secrets   []string
 }
@@ -38,7 +39,7 @@ func newSource(input string) (source, error) {
 		return source{}, fmt.Errorf("resolve input path %q: %w", input, err)
 	}
 	// "file:" stops ffmpeg from reading "a:b.mp4" as protocol "a".
-	return source{arg: "file:" + abs, protocols: localProtocols, display: input}, nil
+	return source{arg: "file:" + abs, protocols: localProtocols, formats: InputFormats, display: input}, nil
 }
 
 func newRemoteSource(input string) (source, error) {
@@ -58,7 +59,7 @@ func newRemoteSource(input string) (source, error) {
 	if u.Host == "" {
 		return source{}, fmt.Errorf("input %s: no host: %w", display, ErrUnsupportedInput)
 	}
-	s := source{arg: input, protocols: remoteProtocols, display: display, secrets: []string{input}}
+	s := source{arg: input, protocols: remoteProtocols, formats: InputFormats, display: display, secrets: []string{input}}
 	if u.RawQuery != "" {
 		s.secrets = append(s.secrets, u.RawQuery)
 	}
@@ -78,4 +79,12 @@ func (s source) redact(text string) string {
 		text = strings.ReplaceAll(text, secret, "REDACTED")
 	}
 	return text
+}
+
+// inputArgs are the options that open s as an input: the protocols and
+// the demuxers ffmpeg may use for it, which are input options and so
+// must precede every -i, then -i.
+func (s source) inputArgs(opts ...string) []string {
+	args := append([]string{"-protocol_whitelist", s.protocols, "-format_whitelist", s.formats}, opts...)
+	return append(args, "-i", s.arg)
 }

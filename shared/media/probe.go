@@ -39,7 +39,7 @@ type AudioStream struct {
 //
 // ffprobe reads only what it needs (a file's header and index), but on a URL
 // that is still network I/O: call it outside any database transaction, with
-// a deadline ([DefaultProbeTimeout] applies when ctx has none). A failure of
+// a deadline (never more than [DefaultProbeTimeout]). A failure of
 // ffprobe itself is an [*ExitError] carrying what ffprobe said; an input it
 // can read but that holds no media is [ErrNoMediaStreams].
 func (t *Tool) Probe(ctx context.Context, input string) (Probe, error) {
@@ -52,18 +52,15 @@ func (t *Tool) probe(ctx context.Context, input, op string) (Probe, error) {
 	if err != nil {
 		return Probe{}, fmt.Errorf("probe: %w", err)
 	}
-	ctx, cancel := withDefaultDeadline(ctx, DefaultProbeTimeout)
+	ctx, cancel := withWorkDeadline(ctx, &DeadlineError{Tool: "ffprobe", Op: op, Limit: DefaultProbeTimeout})
 	defer cancel()
 
 	out := &capBuffer{max: MaxProbeOutput}
-	args := []string{
-		"-v", "error",
-		"-protocol_whitelist", src.protocols,
-		"-print_format", "json",
-		"-show_format", "-show_streams",
-		"-i", src.arg,
-	}
+	args := append([]string{"-v", "error", "-print_format", "json", "-show_format", "-show_streams"}, src.inputArgs()...)
 	err = run(ctx, "ffprobe", op, t.ffprobe, src, args, out)
+	if formatRefused(err) {
+		return Probe{}, fmt.Errorf("probe %s: %w", src.display, &FormatError{Reason: notAnInputFormat})
+	}
 	if out.overflow {
 		return Probe{}, fmt.Errorf("probe %s: ffprobe wrote more than %d bytes: %w", src.display, MaxProbeOutput, ErrInvalidProbe)
 	}

@@ -159,7 +159,7 @@ func chunkArgs(c Chunk, dir string) (args, secrets, files []string, err error) {
 		return nil, nil, nil, fmt.Errorf("render window %s..%s is outside the timeline (0..%s)", usec(from), usec(to), usec(s.DurationUS))
 	}
 	length := to - from
-	args = []string{"-nostdin", "-hide_banner", "-v", "error", "-protocol_whitelist", remoteProtocols + ",file"}
+	args = []string{"-nostdin", "-hide_banner", "-v", "error"}
 	var graph []string
 	// Black, and silence, on the output timeline from the window's start.
 	graph = append(graph,
@@ -172,9 +172,18 @@ func chunkArgs(c Chunk, dir string) (args, secrets, files []string, err error) {
 		if !ok {
 			return 0, RenderInput{}, fmt.Errorf("render: no input for asset %s", id)
 		}
-		args = append(args, "-ss", usec(at), "-t", usec(dur), "-i", in.URL)
-		if !slices.Contains(secrets, in.URL) {
-			secrets = append(secrets, in.URL)
+		// Each input gets its own whitelists: given once, before the first
+		// -i, they would leave every later input free to open any protocol
+		// or demuxer (a playlist's udp:// or file: entries).
+		src, err := newSource(in.URL)
+		if err != nil {
+			return 0, RenderInput{}, fmt.Errorf("render: input for asset %s: %w", id, err)
+		}
+		args = append(args, src.inputArgs("-ss", usec(at), "-t", usec(dur))...)
+		for _, secret := range src.secrets {
+			if !slices.Contains(secrets, secret) {
+				secrets = append(secrets, secret)
+			}
 		}
 		input++
 		return input - 1, in, nil

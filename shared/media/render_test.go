@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -188,4 +189,33 @@ func TestTitleTextIsDrawnAsWritten(t *testing.T) {
 
 	chunks := render("chunked", "%{pts}", 0, 1.5e6, 3e6)
 	require.Less(t, changed(at2, band(chunks[1], 0.5)), same, "the title shows the same pixels in a chunk as in one pass")
+}
+
+// TestAHangingDerivativeIsKilledPastItsWorksDeadline: a proxy or waveform
+// ffmpeg run is killed past MEDIA_TIMEOUT_FACTOR times its input's
+// duration (at least MEDIA_TIMEOUT_MIN), a thumbnail past the floor, and
+// the error says which run and which deadline; an ffmpeg that never ends
+// stands in for a hostile input.
+func TestAHangingDerivativeIsKilledPastItsWorksDeadline(t *testing.T) {
+	t.Parallel()
+	hang := filepath.Join(t.TempDir(), "ffmpeg")
+	require.NoError(t, os.WriteFile(hang, []byte("#!/bin/sh\nexec sleep 600\n"), 0o755))
+	tool := media.New(config.Media{FFmpegPath: hang, FFprobePath: mediatest.FFprobe(t), MediaTimeoutFactor: 2, MediaTimeoutMin: time.Second})
+	clip := mediatest.Clip(t, mediatest.ClipParams{Duration: 1500 * time.Millisecond, Width: 64, Height: 48, Rate: 10})
+	out := filepath.Join(t.TempDir(), "out")
+	for _, c := range []struct {
+		name  string
+		run   func() error
+		limit time.Duration
+	}{
+		{"proxy", func() error { return tool.ProxyH264(t.Context(), clip, out+".mp4") }, 3 * time.Second},
+		{"waveform", func() error { return tool.Waveform(t.Context(), clip, out+".png") }, 3 * time.Second},
+		{"thumbnail", func() error { return tool.Thumbnail(t.Context(), clip, out+".jpg", 0) }, time.Second},
+	} {
+		err := c.run()
+		var d *media.DeadlineError
+		require.ErrorAs(t, err, &d, c.name)
+		require.Equal(t, c.limit, d.Limit, c.name)
+		require.Contains(t, err.Error(), "killed past its deadline of "+c.limit.String(), c.name)
+	}
 }

@@ -15,9 +15,10 @@ import (
 	"github.com/aivedio/pipeline/shared/telemetry"
 )
 
-// Deadlines applied when the caller's context has none. A caller with a
-// deadline of its own (the usual case: the stage's remaining budget) gets
-// exactly that deadline, longer or shorter.
+// Deadlines applied when the caller's context has none; a run's own bound
+// from its work ([DeadlineError]) applies within it. ffprobe is never given
+// longer than DefaultProbeTimeout: it reads a header and an index, whatever
+// the input's length.
 const (
 	DefaultProbeTimeout  = 2 * time.Minute
 	DefaultDeriveTimeout = 30 * time.Minute
@@ -31,12 +32,60 @@ const waitDelay = 5 * time.Second
 type Tool struct {
 	ffmpeg  string
 	ffprobe string
+	// timeoutFactor and timeoutMin give a derivative's ffmpeg run its
+	// deadline ([Tool.workDeadline]).
+	timeoutFactor int
+	timeoutMin    time.Duration
+}
+
+// Defaults of a derivative's deadline: MEDIA_TIMEOUT_FACTOR times its
+// input's duration, at least MEDIA_TIMEOUT_MIN.
+const (
+	DefaultTimeoutFactor = 12
+	DefaultTimeoutMin    = time.Minute
+)
+
+// DeadlineError is an ffmpeg or ffprobe run killed past the deadline its
+// work gave it: Work long an input (zero: a fixed bound) let it run Limit.
+type DeadlineError struct {
+	Tool, Op string
+	Limit    time.Duration
+	Work     time.Duration
+}
+
+func (e *DeadlineError) Error() string {
+	if e.Work > 0 {
+		return fmt.Sprintf("%s %s killed past its deadline of %s (for an input of %s)", e.Tool, e.Op, e.Limit, e.Work.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("%s %s killed past its deadline of %s", e.Tool, e.Op, e.Limit)
+}
+
+// withWorkDeadline bounds ctx for one run of tool that e describes, and
+// names the run when the bound is what ends it.
+func withWorkDeadline(ctx context.Context, e *DeadlineError) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, e.Limit, e)
+}
+
+// workDeadline is how long a derivative's ffmpeg run over an input lasting
+// d may take: d times the factor, at least the floor; [DefaultDeriveTimeout]
+// when d is unknown.
+func (t *Tool) workDeadline(d time.Duration) time.Duration {
+	if d <= 0 {
+		return DefaultDeriveTimeout
+	}
+	return max(t.timeoutMin, d*time.Duration(t.timeoutFactor))
 }
 
 // New returns a Tool that runs the binaries named in cfg, looked up in PATH
 // when they are bare names. Empty paths mean "ffmpeg" and "ffprobe".
 func New(cfg config.Media) *Tool {
-	t := &Tool{ffmpeg: cfg.FFmpegPath, ffprobe: cfg.FFprobePath}
+	t := &Tool{ffmpeg: cfg.FFmpegPath, ffprobe: cfg.FFprobePath, timeoutFactor: cfg.MediaTimeoutFactor, timeoutMin: cfg.MediaTimeoutMin}
+	if t.timeoutFactor < 1 {
+		t.timeoutFactor = DefaultTimeoutFactor
+	}
+	if t.timeoutMin <= 0 {
+		t.timeoutMin = DefaultTimeoutMin
+	}
 	if t.ffmpeg == "" {
 		t.ffmpeg = "ffmpeg"
 	}

@@ -19,6 +19,9 @@ type FetchParams struct {
 	// HeaderTimeout bounds the wait for the response headers only; the
 	// body streams for as long as ctx allows.
 	HeaderTimeout time.Duration
+	// Guard's scheme and size checks apply to every download; its
+	// address check is made by HTTP when HTTP is Guard's own Client.
+	Guard OutputGuard
 }
 
 // FetchOutput GETs an output URL and streams it: a 200 is returned as an
@@ -28,7 +31,13 @@ type FetchParams struct {
 // each provider's storage says "not ready" and "expired" its own way. A
 // request that got no answer is [ClassUnavailable]: a download changes
 // nothing remotely.
+//
+// A download the guard refuses (not https, a host that is not public, an
+// output over its cap) is a [*RefusedError].
 func FetchOutput(ctx context.Context, p FetchParams) (out Output, status int, header http.Header, err error) {
+	if err := p.Guard.checkScheme(p.Op, p.URL.Scheme); err != nil {
+		return Output{}, 0, nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL.String(), nil)
 	if err != nil {
@@ -43,6 +52,9 @@ func FetchOutput(ctx context.Context, p FetchParams) (out Output, status int, he
 	timedOut := !headers.Stop()
 	if err != nil {
 		cancel()
+		if r, ok := refused(err); ok {
+			return Output{}, 0, nil, r
+		}
 		return Output{}, 0, nil, TransportError(p.Op, err, false)
 	}
 	if timedOut {
@@ -52,8 +64,15 @@ func FetchOutput(ctx context.Context, p FetchParams) (out Output, status int, he
 		return Output{}, 0, nil, &Error{Class: ClassUnavailable, Message: p.Op + ": no answer within the timeout", Err: context.DeadlineExceeded}
 	}
 	if resp.StatusCode == http.StatusOK {
+		limit := p.Guard.maxBytes()
+		body := &cappedBody{ReadCloser: resp.Body, left: limit, op: p.Op, max: limit}
+		if resp.ContentLength > limit {
+			resp.Body.Close()
+			cancel()
+			return Output{}, 0, nil, body.tooLarge()
+		}
 		return Output{
-			Body:          &streamBody{ReadCloser: resp.Body, cancel: cancel},
+			Body:          &streamBody{ReadCloser: body, cancel: cancel},
 			ContentType:   resp.Header.Get("Content-Type"),
 			ContentLength: resp.ContentLength,
 		}, resp.StatusCode, resp.Header, nil

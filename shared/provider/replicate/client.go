@@ -56,8 +56,12 @@ type Config struct {
 	// sends the API token to; the API host is always trusted. Nil means
 	// replicate.delivery, whose file URLs may ask for the token.
 	TrustedOutputHosts []string
+	// Outputs bounds output downloads: https only, to public addresses,
+	// under a size cap, unless it says otherwise.
+	Outputs provider.OutputGuard
 	// HTTPClient makes the requests. Its Timeout must be zero, or it cuts
-	// downloads short. Nil means a client of its own.
+	// downloads short. Downloads through it keep the Outputs scheme and
+	// size checks, not the connect-time address check. Nil means a client of its own.
 	HTTPClient *http.Client
 	// InputFunc builds the model input from a request; nil means
 	// DefaultInput. Video models name their inputs differently.
@@ -81,6 +85,8 @@ type Client struct {
 	skew         time.Duration
 	trustedHosts []string
 	http         *http.Client
+	download     *http.Client
+	outputs      provider.OutputGuard
 	input        func(provider.SubmitRequest) map[string]any
 	now          func() time.Time
 	log          *slog.Logger
@@ -99,6 +105,8 @@ func New(cfg Config) (*Client, error) {
 		skew:         orDefaultDuration(cfg.FindClockSkew, DefaultFindClockSkew),
 		trustedHosts: cfg.TrustedOutputHosts,
 		http:         cfg.HTTPClient,
+		download:     cfg.HTTPClient,
+		outputs:      cfg.Outputs,
 		input:        cfg.InputFunc,
 		now:          cfg.NowFunc,
 		log:          cfg.Logger,
@@ -127,6 +135,11 @@ func New(cfg Config) (*Client, error) {
 		c.http = &http.Client{Transport: otelhttp.NewTransport(http.DefaultTransport.(*http.Transport).Clone(),
 			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return "replicate " + r.Method }))}
 	}
+	if c.download == nil {
+		c.download = cfg.Outputs.Client(func(rt http.RoundTripper) http.RoundTripper {
+			return otelhttp.NewTransport(rt, otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return "replicate download " + r.Method }))
+		})
+	}
 	if c.input == nil {
 		c.input = DefaultInput
 	}
@@ -144,7 +157,10 @@ func (c *Client) Name() string { return c.name }
 
 // CloseIdleConnections closes the HTTP client's idle connections, so a
 // client that is done leaves no connection goroutines behind.
-func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+func (c *Client) CloseIdleConnections() {
+	c.http.CloseIdleConnections()
+	c.download.CloseIdleConnections()
+}
 
 // DefaultInput is the input most hosted video models take: prompt,
 // duration in seconds and resolution as WIDTHxHEIGHT.

@@ -42,7 +42,7 @@ func (c *Client) Download(ctx context.Context, job provider.Job) (provider.Outpu
 	if c.token != "" && c.trusted(u) {
 		header.Set("Authorization", "Bearer "+c.token)
 	}
-	out, status, respHeader, err := provider.FetchOutput(ctx, provider.FetchParams{Op: op, HTTP: c.http, URL: u, Header: header, HeaderTimeout: c.timeout})
+	out, status, respHeader, err := provider.FetchOutput(ctx, provider.FetchParams{Op: op, HTTP: c.download, URL: u, Guard: c.outputs, Header: header, HeaderTimeout: c.timeout})
 	switch {
 	case err != nil:
 		return provider.Output{}, err

@@ -40,6 +40,9 @@ func Example() {
 		BaseURL:       baseURL, // default https://api.replicate.com
 		APIToken:      "r8_example",
 		WebhookSecret: sim.WebhookSecret(),
+		// The simulator serves outputs over http on loopback, which a
+		// deployment's downloads refuse.
+		Outputs: provider.OutputGuard{AllowPrivate: true},
 	})
 	if err != nil {
 		fmt.Println(err)

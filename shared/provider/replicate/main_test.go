@@ -105,7 +105,7 @@ func newClient(t *testing.T, edit func(*replicate.Config)) *replicate.Client {
 	t.Helper()
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(tr.CloseIdleConnections)
-	cfg := replicate.Config{HTTPClient: &http.Client{Transport: tr}, Timeout: 5 * time.Second}
+	cfg := replicate.Config{HTTPClient: &http.Client{Transport: tr}, Timeout: 5 * time.Second, Outputs: provider.OutputGuard{AllowPrivate: true}}
 	if edit != nil {
 		edit(&cfg)
 	}

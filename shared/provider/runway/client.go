@@ -52,8 +52,12 @@ type Config struct {
 	// OutputRetention is how long an output URL is taken to live after the
 	// answer that gave it, when the URL carries no readable expiry.
 	OutputRetention time.Duration
+	// Outputs bounds output downloads: https only, to public addresses,
+	// under a size cap, unless it says otherwise.
+	Outputs provider.OutputGuard
 	// HTTPClient makes the requests. Its Timeout must be zero, or it cuts
-	// downloads short. Nil means a traced client of its own.
+	// downloads short. Downloads through it keep the Outputs scheme and
+	// size checks, not the connect-time address check. Nil means a traced client of its own.
 	HTTPClient *http.Client
 	// NowFunc is the clock; nil means time.Now.
 	NowFunc func() time.Time
@@ -71,6 +75,8 @@ type Client struct {
 	timeout   time.Duration
 	retention time.Duration
 	http      *http.Client
+	download  *http.Client
+	outputs   provider.OutputGuard
 	now       func() time.Time
 	log       *slog.Logger
 }
@@ -89,6 +95,8 @@ func New(cfg Config) (*Client, error) {
 		timeout:   cfg.Timeout,
 		retention: cfg.OutputRetention,
 		http:      cfg.HTTPClient,
+		download:  cfg.HTTPClient,
+		outputs:   cfg.Outputs,
 		now:       cfg.NowFunc,
 		log:       cfg.Logger,
 	}
@@ -109,6 +117,11 @@ func New(cfg Config) (*Client, error) {
 		c.http = &http.Client{Transport: otelhttp.NewTransport(http.DefaultTransport.(*http.Transport).Clone(),
 			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return "runway " + r.Method }))}
 	}
+	if c.download == nil {
+		c.download = cfg.Outputs.Client(func(rt http.RoundTripper) http.RoundTripper {
+			return otelhttp.NewTransport(rt, otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return "runway download " + r.Method }))
+		})
+	}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -123,7 +136,10 @@ func (c *Client) Name() string { return c.name }
 
 // CloseIdleConnections closes the HTTP client's idle connections, so a
 // client that is done leaves no connection goroutines behind.
-func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+func (c *Client) CloseIdleConnections() {
+	c.http.CloseIdleConnections()
+	c.download.CloseIdleConnections()
+}
 
 // apiCall is one request to the API.
 type apiCall struct {

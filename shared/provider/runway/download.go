@@ -31,7 +31,7 @@ func (c *Client) Download(ctx context.Context, job provider.Job) (provider.Outpu
 		return provider.Output{}, err
 	}
 	out, status, header, err := provider.FetchOutput(ctx, provider.FetchParams{
-		Op: op, HTTP: c.http, URL: u, HeaderTimeout: c.timeout,
+		Op: op, HTTP: c.download, URL: u, Guard: c.outputs, HeaderTimeout: c.timeout,
 		Header: http.Header{"User-Agent": {"aivedio-pipeline/runway"}},
 	})
 	switch {

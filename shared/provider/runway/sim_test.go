@@ -41,7 +41,7 @@ func simSetup(t *testing.T, edit func(*providersim.Options), editClient func(*ru
 	base, err := sim.Start(t.Context(), "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, sim.Close()) })
-	cfg := runway.Config{BaseURL: base, APIToken: simToken, Timeout: 2 * time.Second, Logger: logger}
+	cfg := runway.Config{BaseURL: base, APIToken: simToken, Timeout: 2 * time.Second, Logger: logger, Outputs: provider.OutputGuard{AllowPrivate: true}}
 	if editClient != nil {
 		editClient(&cfg)
 	}
