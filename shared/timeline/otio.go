@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -85,12 +86,34 @@ type otioMeta struct {
 	} `json:"aivedio"`
 }
 
-// micros turns an OTIO RationalTime into microseconds.
+// maxTimecode bounds a point in time of an OTIO document: a source's
+// timecode (its available_range) runs up to a day, and anything past it is
+// refused before the arithmetic that follows could overflow.
+const maxTimecode = 24 * time.Hour
+
+// micros turns an OTIO RationalTime, a point in time, into microseconds.
 func (t otioTime) micros(path string) (int64, *Error) {
 	if !(t.Rate > 0) || math.IsInf(t.Value, 0) || math.IsNaN(t.Value) {
 		return 0, refuse(path, "a RationalTime needs a rate above 0 and a finite value")
 	}
-	return int64(math.Round(t.Value / t.Rate * 1e6)), nil
+	sec := t.Value / t.Rate
+	if math.IsInf(sec, 0) || math.Abs(sec) > maxTimecode.Seconds() {
+		return 0, refuse(path, "%g at rate %g is beyond %s, the longest timecode", t.Value, t.Rate, maxTimecode)
+	}
+	return int64(math.Round(sec * 1e6)), nil
+}
+
+// length turns an OTIO RationalTime that is a duration into microseconds:
+// no longer than the longest timeline.
+func (t otioTime) length(path string) (int64, *Error) {
+	us, err := t.micros(path)
+	if err != nil {
+		return 0, err
+	}
+	if us > MaxDuration.Microseconds() {
+		return 0, refuse(path, "%s is longer than the longest timeline (%s)", seconds(us), MaxDuration)
+	}
+	return us, nil
 }
 
 // schemaIs checks an object's OTIO_SCHEMA against the names it may have
@@ -146,7 +169,7 @@ func (it otioItem) sourceRange(path string) (in, out int64, err *Error) {
 	if in, err = it.SourceRange.Start.micros(path + ".source_range.start_time"); err != nil {
 		return 0, 0, err
 	}
-	d, err := it.SourceRange.Duration.micros(path + ".source_range.duration")
+	d, err := it.SourceRange.Duration.length(path + ".source_range.duration")
 	if err != nil {
 		return 0, 0, err
 	}
@@ -233,12 +256,12 @@ func (b *builder) otioVideo(path string, tr otioTrack) (int64, *Error) {
 			var inOff, outOff int64
 			var err *Error
 			if it.InOffset != nil {
-				if inOff, err = it.InOffset.micros(ipath + ".in_offset"); err != nil {
+				if inOff, err = it.InOffset.length(ipath + ".in_offset"); err != nil {
 					return 0, err
 				}
 			}
 			if it.OutOffset != nil {
-				if outOff, err = it.OutOffset.micros(ipath + ".out_offset"); err != nil {
+				if outOff, err = it.OutOffset.length(ipath + ".out_offset"); err != nil {
 					return 0, err
 				}
 			}
@@ -310,6 +333,9 @@ func (b *builder) otioVideo(path string, tr otioTrack) (int64, *Error) {
 			at += out - in
 		default:
 			return 0, refuse(ipath+".OTIO_SCHEMA", "a video track holds Clip, Gap and Transition items, not %q", it.Schema)
+		}
+		if at > MaxDuration.Microseconds() {
+			return 0, refuse(ipath, "the track reaches %s with this item; the limit is %s", seconds(at), MaxDuration)
 		}
 	}
 	if open != nil {

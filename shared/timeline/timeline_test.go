@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -197,4 +198,35 @@ func TestOTIOSourceOnATimecodeClock(t *testing.T) {
 	spec, err := o.Lower(library)
 	require.NoError(t, err)
 	require.Equal(t, []timeline.Clip{{AssetID: assetA, InUS: 1 * s, OutUS: 3 * s}}, spec.Clips, "1 s to 3 s into the media")
+}
+
+// TestOTIOTimesPastTheCapsAreRefused: a RationalTime beyond a day of
+// timecode, a duration longer than the longest timeline, and a track
+// whose running position passes the limit are refused with the path of
+// the item, before any arithmetic on them can overflow.
+func TestOTIOTimesPastTheCapsAreRefused(t *testing.T) {
+	t.Parallel()
+	track := func(items string) string {
+		return `{"OTIO_SCHEMA":"Timeline.1","tracks":{"OTIO_SCHEMA":"Stack.1","children":[{"OTIO_SCHEMA":"Track.1","kind":"Video","children":[` + items + `]}]}}`
+	}
+	clip := func(start, duration string) string {
+		return fmt.Sprintf(`{"OTIO_SCHEMA":"Clip.1","source_range":{"start_time":{"rate":1,"value":%s},"duration":{"rate":1,"value":%s}},`+
+			`"media_reference":{"OTIO_SCHEMA":"ExternalReference.1","target_url":"aivedio://assets/%s"}}`, start, duration, assetA)
+	}
+	gap := func(duration string) string {
+		return `{"OTIO_SCHEMA":"Gap.1","source_range":{"start_time":{"rate":1,"value":0},"duration":{"rate":1,"value":` + duration + `}}}`
+	}
+	for _, c := range []struct {
+		name, doc, path, says string
+	}{
+		{"a start far past any timecode", track(clip("1e300", "1")), "otio.tracks.children[0].children[0].source_range.start_time", "beyond 24h0m0s"},
+		{"a negative start far past any timecode", track(clip("-1e19", "1")), "otio.tracks.children[0].children[0].source_range.start_time", "beyond 24h0m0s"},
+		{"a duration past the longest timeline", track(clip("0", "3600")), "otio.tracks.children[0].children[0].source_range.duration", "longer than the longest timeline"},
+		{"a running position past the limit", track(gap("300") + "," + gap("300") + "," + gap("300") + "," + clip("0", "1")), "otio.tracks.children[0].children[2]", "the track reaches 900.000s"},
+	} {
+		o, err := timeline.ParseOTIO([]byte(c.doc))
+		require.NoError(t, err, c.name)
+		_, err = o.Lower(library)
+		requireRefused(t, err, c.path, c.says)
+	}
 }
