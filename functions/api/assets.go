@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -34,7 +33,7 @@ type UploadStore interface {
 	PresignPut(ctx context.Context, key string, spec blob.UploadSpec, ttl time.Duration) (blob.Upload, error)
 	Stat(ctx context.Context, key string) (blob.Object, error)
 	ServerSHA256(ctx context.Context, key string) (string, error)
-	Open(ctx context.Context, key string) (io.ReadCloser, blob.Object, error)
+	ReadSHA256(ctx context.Context, key string) (string, error)
 	Delete(ctx context.Context, key string) error
 }
 
@@ -312,19 +311,11 @@ func (s *Server) checkUpload(ctx context.Context, a asset.Asset) *apiError {
 func (s *Server) hashUpload(ctx context.Context, key string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, hashTimeout)
 	defer cancel()
-	body, _, err := s.uploads.Open(ctx, key)
-	if err != nil {
-		return "", err
+	sum, err := s.uploads.ReadSHA256(ctx, key)
+	if err != nil && ctx.Err() != nil {
+		return "", fmt.Errorf("read upload back: %w", ctx.Err())
 	}
-	defer body.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, body); err != nil {
-		if ctx.Err() != nil {
-			return "", fmt.Errorf("read upload back: %w", ctx.Err())
-		}
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return sum, err
 }
 
 // assetID parses the {id} of the path.

@@ -15,12 +15,15 @@ import (
 
 	"github.com/aivedio/pipeline/functions/api"
 	"github.com/aivedio/pipeline/functions/stage/stagetest"
+	"github.com/aivedio/pipeline/local/embedded"
 	"github.com/aivedio/pipeline/shared/asset"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/dbtest"
 	"github.com/aivedio/pipeline/shared/media/mediatest"
 	"github.com/aivedio/pipeline/shared/tenant"
+	"net/http/httptest"
 )
 
 // setupUploads starts a server whose uploads and downloads go to the test
@@ -232,4 +235,34 @@ func TestAssetsOfATenant(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, bad.status)
 	none := b.do(t, http.MethodGet, "/v1/assets", strangerKey, "")
 	require.Equal(t, []any{}, none.json(t)["assets"])
+}
+
+// TestUploadMismatchIsRefusedOnTheEmbeddedStore: on the object store `make
+// run` embeds (gofakes3, which verifies no checksum), bytes PUT through
+// the presigned URL that are not the file announced are refused by
+// complete as 422 upload_mismatch, and the asset waits for the right file.
+func TestUploadMismatchIsRefusedOnTheEmbeddedStore(t *testing.T) {
+	t.Parallel()
+	h, err := embedded.S3Handler(t.TempDir())
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	store, err := blob.New(t.Context(), config.S3{Endpoint: srv.URL, Region: "us-east-1", Bucket: "aivedio-media", AccessKeyID: "local", SecretAccessKey: "local"})
+	require.NoError(t, err)
+	require.NoError(t, store.EnsureBucket(t.Context()))
+	b := setupWith(t, dbtest.TestSchema(t), stagetest.NewRedis(t), func(o *api.Options) { o.Blob, o.Uploads = store, store })
+	_, key := b.tenant(t, 100, tenant.RoleTenant)
+	body := bytes.Repeat([]byte("x"), 4096)
+	r := b.announce(t, key, uuid.NewString(), body, "VIDEO", "video/mp4")
+	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
+	created := r.json(t)
+	id := uuid.MustParse(created["asset_id"].(string))
+	putUpload(t, created["upload"].(map[string]any), bytes.Repeat([]byte("y"), 4096))
+
+	done := b.do(t, http.MethodPost, "/v1/assets/"+id.String()+"/complete", key, "")
+	require.Equal(t, http.StatusUnprocessableEntity, done.status, "body: %s", done.body)
+	require.Equal(t, api.CodeUploadMismatch, done.errorCode(t))
+	a, err := asset.Get(t.Context(), b.pool, id)
+	require.NoError(t, err)
+	require.Equal(t, asset.PendingUpload, a.Status, "the asset waits for the right file")
 }

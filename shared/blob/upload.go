@@ -2,9 +2,11 @@ package blob
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -102,4 +104,26 @@ func (s *Store) ServerSHA256(ctx context.Context, key string) (string, error) {
 	}
 	sum, _ := fullObjectSHA256(out.ChecksumSHA256, out.ChecksumType)
 	return sum, nil
+}
+
+// ReadSHA256 reads the object under key back and returns the sha256 of
+// the bytes it holds. No checksum the object carries is trusted, nor
+// checked by the SDK on the way: one a stand-in server merely echoed from
+// the upload's headers would fail the read instead of showing that the
+// bytes differ. A missing object is [ErrNotFound].
+func (s *Store) ReadSHA256(ctx context.Context, key string) (string, error) {
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)},
+		func(o *s3.Options) { o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired })
+	if err != nil {
+		if isNotFound(err) {
+			return "", fmt.Errorf("read object %q: %w", key, ErrNotFound)
+		}
+		return "", fmt.Errorf("read object %q: %w", key, err)
+	}
+	defer out.Body.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, out.Body); err != nil {
+		return "", fmt.Errorf("read object %q: %w", key, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
