@@ -2,9 +2,9 @@ package timeline_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
