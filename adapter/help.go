@@ -51,6 +51,8 @@ func usageOf(words []string) (string, bool) {
 		return tenantsUsage, true
 	case "capacity":
 		return capacityUsage, true
+	case "tasks":
+		return tasksUsage, true
 	case "topics":
 		if len(words) > 1 && words[1] == "grant" {
 			return grantUsage, true

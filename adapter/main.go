@@ -11,6 +11,7 @@
 //	go run ./adapter quarantine list|show         inspect message_quarantine
 //	go run ./adapter replay ...                   dry-run, approve and execute replays of quarantined messages
 //	go run ./adapter capacity rate|consumers|...  the seed's capacity arithmetic (7.13.1-7.13.4)
+//	go run ./adapter tasks resolve <task> ...     a person's decision on a lost submit (NEEDS_ATTENTION)
 //
 // Configuration comes from the environment (see README.md); each command
 // loads only the blocks it needs. Long-running commands serve /healthz,
@@ -46,7 +47,9 @@ const usage = `usage: adapter <command>
   replay --bulk --consumer C [filters] --dry-run | --approve ... | --execute-ticket T
                                    the same for every open message of a consumer group
   capacity rate|consumers|drain|storage [flags] [--json]
-                                   the seed's capacity arithmetic: message rate, consumers, drain time, broker storage`
+                                   the seed's capacity arithmetic: message rate, consumers, drain time, broker storage
+  tasks resolve <task> (--job ID | --no-job) --ticket T --operator O [--reason R]
+                                   a person's decision on a task in NEEDS_ATTENTION reconcile.submit_unknown (audited)`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -81,6 +84,8 @@ func run(ctx context.Context, args []string) error {
 		return runReplay(ctx, args[1:])
 	case "capacity":
 		return runCapacity(args[1:], os.Stdout)
+	case "tasks":
+		return runTasks(ctx, args[1:])
 	case "dlq":
 		if len(args) < 2 || args[1] != "drain" {
 			return errors.New("usage: adapter dlq drain --group G")

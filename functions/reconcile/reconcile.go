@@ -175,7 +175,7 @@ func (r *reconciler) work(ctx context.Context, d stage.Delivery[task.ReconcileDu
 		if code := provider.CodeOf(findErr); code == provider.CodeLookupUnsupported {
 			r.releaseSlots(d)
 			msg := fmt.Sprintf("the submit's answer was lost, and provider %s offers no way to look its job up (%v): whether it created a job is unknown; "+
-				"resubmitting could pay twice, so a person decides (look for a job created at %s at the provider)",
+				"resubmitting could pay twice, so a person decides: look for a job created at %s at the provider, then adapter tasks resolve <task> --job <id> or --no-job",
 				lost.Provider, findErr, lost.StartedAt().UTC().Format(time.RFC3339))
 			_, err := task.Apply(ctx, tx, o, cur, task.Transition{To: task.NeedsAttention, Reason: "submit outcome unknown",
 				Set: task.Fields{ErrorCode: task.Ptr("reconcile.submit_unknown"), ErrorMessage: &msg}})
@@ -183,7 +183,7 @@ func (r *reconciler) work(ctx context.Context, d stage.Delivery[task.ReconcileDu
 		}
 		if due.Round+1 >= r.Journey.ReconcileRounds {
 			r.releaseSlots(d)
-			msg := fmt.Sprintf("could not learn whether the provider accepted the submit after %d lookups (last: %v); resubmitting could pay twice, so a person decides",
+			msg := fmt.Sprintf("could not learn whether the provider accepted the submit after %d lookups (last: %v); resubmitting could pay twice, so a person decides (adapter tasks resolve)",
 				due.Round+1, findErr)
 			_, err := task.Apply(ctx, tx, o, cur, task.Transition{To: task.NeedsAttention, Reason: "submit outcome unknown",
 				Set: task.Fields{ErrorCode: task.Ptr("reconcile.submit_unknown"), ErrorMessage: &msg}})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,6 +56,26 @@ func Apply(ctx context.Context, tx pgx.Tx, o Origin, cur Task, tr Transition) (T
 	if !Legal(cur.Status, tr.To) {
 		return Task{}, fmt.Errorf("%w: %s -> %s (task %s)", ErrIllegalTransition, cur.Status, tr.To, cur.ID)
 	}
+	return apply(ctx, tx, o, cur, tr)
+}
+
+// resolutions are the moves a person makes out of NEEDS_ATTENTION, which
+// the pipeline itself never leaves: to the provider job they found, or
+// back to SUBMITTING once they know the provider made none.
+var resolutions = map[Status][]Status{NeedsAttention: {ProviderRunning, Submitting}}
+
+// Resolve is [Apply] for a person's decision on a task in
+// NEEDS_ATTENTION (adapter tasks resolve); every other move is refused
+// with [ErrIllegalTransition].
+func Resolve(ctx context.Context, tx pgx.Tx, o Origin, cur Task, tr Transition) (Task, error) {
+	if !slices.Contains(resolutions[cur.Status], tr.To) {
+		return Task{}, fmt.Errorf("%w: a person resolves a task from %s, not %s -> %s (task %s)", ErrIllegalTransition, NeedsAttention, cur.Status, tr.To, cur.ID)
+	}
+	return apply(ctx, tx, o, cur, tr)
+}
+
+// apply makes a move the caller checked.
+func apply(ctx context.Context, tx pgx.Tx, o Origin, cur Task, tr Transition) (Task, error) {
 	set, args := tr.Set.sql([]any{cur.ID, cur.Status, cur.Version, tr.To})
 	next, err := scan(tx.QueryRow(ctx, `UPDATE generation_tasks SET status = $4, version = version + 1, updated_at = now()`+set+`
 		WHERE task_id = $1 AND status = $2 AND version = $3
@@ -121,10 +142,10 @@ func (f Fields) sql(args []any) (string, []any) {
 		add("progress", *f.Progress)
 	}
 	if f.ErrorCode != nil {
-		add("error_code", *f.ErrorCode)
+		add("error_code", nullIfEmpty(*f.ErrorCode))
 	}
 	if f.ErrorMessage != nil {
-		add("error_message", *f.ErrorMessage)
+		add("error_message", nullIfEmpty(*f.ErrorMessage))
 	}
 	if f.Provider != nil {
 		add("provider", *f.Provider)
@@ -175,4 +196,12 @@ func Touch(ctx context.Context, tx pgx.Tx, o Origin, cur Task, reason string, ev
 		return Task{}, err
 	}
 	return next, nil
+}
+
+// nullIfEmpty stores an empty error code or message as NULL: none.
+func nullIfEmpty(v string) *string {
+	if v == "" {
+		return nil
+	}
+	return &v
 }
