@@ -34,6 +34,7 @@ type UploadStore interface {
 	Stat(ctx context.Context, key string) (blob.Object, error)
 	ServerSHA256(ctx context.Context, key string) (string, error)
 	ReadSHA256(ctx context.Context, key string) (string, error)
+	Copy(ctx context.Context, from, to, etag string) error
 	Delete(ctx context.Context, key string) error
 }
 
@@ -46,6 +47,10 @@ const (
 	// asset's prefix: the client's file name is shown back, never used in
 	// a key.
 	uploadObjectName = "original"
+	// sourceObjectName is where complete copies a checked upload: the
+	// upload URL writes only to uploadObjectName, so nothing a client PUTs
+	// after complete reaches the bytes that were checked and probed.
+	sourceObjectName = "source"
 	// hashTimeout bounds reading a whole upload back to check its sha256,
 	// when the storage server kept no checksum of its own: within the API
 	// server's write timeout (60 s), so the client gets an answer.
@@ -225,8 +230,22 @@ func (s *Server) completeAsset(w http.ResponseWriter, r *http.Request, p tenant.
 		writeJSON(w, http.StatusAccepted, uploadView{AssetID: a.ID, Status: a.Status})
 		return nil
 	}
-	if e := s.checkUpload(ctx, a); e != nil {
+	checked, e := s.checkUpload(ctx, a)
+	if e != nil {
 		return e
+	}
+	source, err := blob.AssetKey(a.TenantID.String(), a.ID.String(), sourceObjectName)
+	if err != nil {
+		return s.internal(ctx, "source key", err)
+	}
+	copyCtx, cancel := context.WithTimeout(ctx, hashTimeout)
+	err = s.uploads.Copy(copyCtx, a.ObjectKey, source, checked.ETag)
+	cancel()
+	if errors.Is(err, blob.ErrChanged) {
+		return errorf(http.StatusConflict, CodeNotUploaded, "the uploaded object of asset %s changed while it was checked; call complete again", a.ID)
+	}
+	if err != nil {
+		return s.internal(ctx, "copy upload", err)
 	}
 	dbCtx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
@@ -235,7 +254,7 @@ func (s *Server) completeAsset(w http.ResponseWriter, r *http.Request, p tenant.
 		if err != nil || cur.Status != asset.PendingUpload {
 			return err
 		}
-		if err := asset.MarkUploaded(dbCtx, tx, a.ID); err != nil {
+		if err := asset.MarkUploaded(dbCtx, tx, a.ID, source); err != nil {
 			return err
 		}
 		probe, err := origin.EmitFor(task.Aggregate{Type: task.AssetAggregateType, ID: a.ID, TenantID: a.TenantID},
@@ -248,6 +267,13 @@ func (s *Server) completeAsset(w http.ResponseWriter, r *http.Request, p tenant.
 	if err != nil {
 		return s.internal(ctx, "complete upload", err)
 	}
+	// The upload's own object is not needed any more; a leftover (this
+	// delete failed) is only storage.
+	rmCtx, rmCancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
+	if err := s.uploads.Delete(rmCtx, a.ObjectKey); err != nil {
+		s.log.WarnContext(ctx, "remove the upload's object after its copy", slog.String("asset_id", a.ID.String()), slog.String("error", err.Error()))
+	}
+	rmCancel()
 	a, err = asset.Get(ctx, s.pool, a.ID)
 	if err != nil {
 		return s.internal(ctx, "read asset", err)
@@ -259,16 +285,16 @@ func (s *Server) completeAsset(w http.ResponseWriter, r *http.Request, p tenant.
 
 // checkUpload compares the stored object with what its upload promised. A
 // mismatched object is removed, so that the next PUT starts clean.
-func (s *Server) checkUpload(ctx context.Context, a asset.Asset) *apiError {
+func (s *Server) checkUpload(ctx context.Context, a asset.Asset) (blob.Object, *apiError) {
 	statCtx, cancel := context.WithTimeout(ctx, dbTimeout)
 	obj, err := s.uploads.Stat(statCtx, a.ObjectKey)
 	cancel()
 	if errors.Is(err, blob.ErrNotFound) {
-		return errorf(http.StatusConflict, CodeNotUploaded,
+		return blob.Object{}, errorf(http.StatusConflict, CodeNotUploaded,
 			"nothing was uploaded for asset %s yet: PUT the file to the upload URL POST /v1/assets returned (repeat that POST with the same Idempotency-Key for a fresh URL), then complete", a.ID)
 	}
 	if err != nil {
-		return s.internal(ctx, "stat upload", err)
+		return blob.Object{}, s.internal(ctx, "stat upload", err)
 	}
 	mismatch := func(format string, args ...any) *apiError {
 		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
@@ -279,7 +305,7 @@ func (s *Server) checkUpload(ctx context.Context, a asset.Asset) *apiError {
 		return errorf(http.StatusUnprocessableEntity, CodeUploadMismatch, format+"; upload the file again (repeat POST /v1/assets with the same Idempotency-Key for a fresh URL), or announce the right size and sha256 under a new key", args...)
 	}
 	if obj.Size != a.SizeBytes {
-		return mismatch("the uploaded object of asset %s is %d bytes, and the upload promised %d", a.ID, obj.Size, a.SizeBytes)
+		return blob.Object{}, mismatch("the uploaded object of asset %s is %d bytes, and the upload promised %d", a.ID, obj.Size, a.SizeBytes)
 	}
 	// Only the server's own checksum, which it checked against the body,
 	// counts; metadata is what a writer claimed.
@@ -287,23 +313,23 @@ func (s *Server) checkUpload(ctx context.Context, a asset.Asset) *apiError {
 	sum, err := s.uploads.ServerSHA256(sumCtx, a.ObjectKey)
 	cancel()
 	if err != nil {
-		return s.internal(ctx, "read upload checksum", err)
+		return blob.Object{}, s.internal(ctx, "read upload checksum", err)
 	}
 	if sum == "" {
 		sum, err = s.hashUpload(ctx, a.ObjectKey)
 		if errors.Is(err, context.DeadlineExceeded) {
-			return errorf(http.StatusServiceUnavailable, CodeUploadCheckSlow,
+			return blob.Object{}, errorf(http.StatusServiceUnavailable, CodeUploadCheckSlow,
 				"the storage server keeps no checksum of its own, and the %d bytes of asset %s could not be read back within %s to check them; call complete again",
 				a.SizeBytes, a.ID, hashTimeout)
 		}
 		if err != nil {
-			return s.internal(ctx, "hash upload", err)
+			return blob.Object{}, s.internal(ctx, "hash upload", err)
 		}
 	}
 	if want := hex.EncodeToString(a.SHA256); sum != want {
-		return mismatch("the uploaded object of asset %s has sha256 %s, and the upload promised %s", a.ID, sum, want)
+		return blob.Object{}, mismatch("the uploaded object of asset %s has sha256 %s, and the upload promised %s", a.ID, sum, want)
 	}
-	return nil
+	return obj, nil
 }
 
 // hashUpload reads an object back to compute its sha256, for storage that

@@ -266,3 +266,38 @@ func TestUploadMismatchIsRefusedOnTheEmbeddedStore(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, asset.PendingUpload, a.Status, "the asset waits for the right file")
 }
+
+// TestACompletedUploadCannotBeChangedThroughItsURL: complete copies the
+// checked bytes to a key of their own, so a PUT through the upload URL
+// afterwards (possible until it expires, and with other bytes on a store
+// that verifies no checksum, as make run's embedded one) changes nothing
+// the probe, a timeline or a download reads.
+func TestACompletedUploadCannotBeChangedThroughItsURL(t *testing.T) {
+	t.Parallel()
+	h, err := embedded.S3Handler(t.TempDir())
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	store, err := blob.New(t.Context(), config.S3{Endpoint: srv.URL, Region: "us-east-1", Bucket: "aivedio-media", AccessKeyID: "local", SecretAccessKey: "local"})
+	require.NoError(t, err)
+	require.NoError(t, store.EnsureBucket(t.Context()))
+	b := setupWith(t, dbtest.TestSchema(t), stagetest.NewRedis(t), func(o *api.Options) { o.Blob, o.Uploads = store, store })
+	_, key := b.tenant(t, 100, tenant.RoleTenant)
+	body := bytes.Repeat([]byte("x"), 4096)
+	r := b.announce(t, key, uuid.NewString(), body, "VIDEO", "video/mp4")
+	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
+	created := r.json(t)
+	id := uuid.MustParse(created["asset_id"].(string))
+	upload := created["upload"].(map[string]any)
+	require.Equal(t, http.StatusOK, putUpload(t, upload, body))
+	done := b.do(t, http.MethodPost, "/v1/assets/"+id.String()+"/complete", key, "")
+	require.Equal(t, http.StatusAccepted, done.status, "body: %s", done.body)
+
+	require.Equal(t, http.StatusOK, putUpload(t, upload, bytes.Repeat([]byte("y"), 4096)), "the embedded store takes any bytes")
+	a, err := asset.Get(t.Context(), b.pool, id)
+	require.NoError(t, err)
+	sum, err := store.ReadSHA256(t.Context(), a.ObjectKey)
+	require.NoError(t, err)
+	want := sha256.Sum256(body)
+	require.Equal(t, hex.EncodeToString(want[:]), sum, "the asset's bytes are the ones complete checked")
+}

@@ -65,12 +65,13 @@ func TestUploadLifecycle(t *testing.T) {
 	require.NoError(t, err)
 
 	require.ErrorIs(t, asset.MarkReady(ctx, b.tx, a.ID), asset.ErrStale, "an upload not checked yet is not READY")
-	require.NoError(t, asset.MarkUploaded(ctx, b.tx, a.ID))
-	require.ErrorIs(t, asset.MarkUploaded(ctx, b.tx, a.ID), asset.ErrStale, "completed once")
+	require.NoError(t, asset.MarkUploaded(ctx, b.tx, a.ID, "t/a/source"))
+	require.ErrorIs(t, asset.MarkUploaded(ctx, b.tx, a.ID, "t/a/other"), asset.ErrStale, "completed once")
 	require.NoError(t, asset.MarkReady(ctx, b.tx, a.ID))
 	got, err := asset.Get(ctx, b.tx, a.ID)
 	require.NoError(t, err)
 	require.Equal(t, asset.Ready, got.Status)
+	require.Equal(t, "t/a/source", got.ObjectKey, "the checked copy's key")
 	require.ErrorIs(t, asset.Fail(ctx, b.tx, a.ID, "media.x", "late"), asset.ErrStale, "a READY asset does not fail")
 
 	other, _, err := b.upload(t, "k2", "not media")

@@ -61,9 +61,18 @@ func CreateUpload(ctx context.Context, tx pgx.Tx, n NewUpload) (a Asset, created
 }
 
 // MarkUploaded moves an upload whose stored object was checked from
-// PENDING_UPLOAD to PROCESSING.
-func MarkUploaded(ctx context.Context, q pg.Querier, id uuid.UUID) error {
-	return move(ctx, q, id, Processing, "", "", PendingUpload)
+// PENDING_UPLOAD to PROCESSING, its bytes now under objectKey: a copy of
+// the checked object that its upload URL cannot change.
+func MarkUploaded(ctx context.Context, q pg.Querier, id uuid.UUID, objectKey string) error {
+	tag, err := q.Exec(ctx, `UPDATE assets SET status = $2, object_key = $3, updated_at = now() WHERE asset_id = $1 AND status = $4`,
+		id, Processing, objectKey, PendingUpload)
+	if err != nil {
+		return fmt.Errorf("move asset %s to %s: %w", id, Processing, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: asset %s is not %s", ErrStale, id, PendingUpload)
+	}
+	return nil
 }
 
 // Page is one page of a tenant's assets, newest first, and the cursor of

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -216,3 +218,34 @@ func (c tracedClient) Do(r *http.Request) (*http.Response, error) { return c.tra
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// ErrChanged: the source of a [Store.Copy] is no longer the object the
+// caller checked (its ETag moved).
+var ErrChanged = errors.New("object changed since it was checked")
+
+// Copy copies the object under from to to, on the server, when from still
+// has etag ("" copies whatever is there): a copy made after a check copies
+// the bytes checked or nothing ([ErrChanged]). Metadata is copied with it.
+// A missing source is [ErrNotFound]. One request: at most 5 GiB.
+func (s *Store) Copy(ctx context.Context, from, to, etag string) error {
+	segments := strings.Split(from, "/")
+	for i, seg := range segments {
+		segments[i] = url.PathEscape(seg)
+	}
+	in := &s3.CopyObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(to),
+		CopySource: aws.String(s.bucket + "/" + strings.Join(segments, "/")), MetadataDirective: types.MetadataDirectiveCopy}
+	if etag != "" {
+		in.CopySourceIfMatch = aws.String(etag)
+	}
+	if _, err := s.client.CopyObject(ctx, in); err != nil {
+		var apiErr smithy.APIError
+		switch {
+		case isNotFound(err):
+			return fmt.Errorf("copy object %q to %q: %w", from, to, ErrNotFound)
+		case errors.As(err, &apiErr) && apiErr.ErrorCode() == "PreconditionFailed":
+			return fmt.Errorf("copy object %q to %q: %w", from, to, ErrChanged)
+		}
+		return fmt.Errorf("copy object %q to %q: %w", from, to, err)
+	}
+	return nil
+}

@@ -53,7 +53,7 @@ func NewUpload(t testing.TB, pool *pgxpool.Pool, store *blob.Store, tenantID uui
 		if err != nil || status == asset.PendingUpload {
 			return err
 		}
-		if err := asset.MarkUploaded(t.Context(), tx, id); err != nil || status == asset.Processing {
+		if err := asset.MarkUploaded(t.Context(), tx, id, key); err != nil || status == asset.Processing {
 			return err
 		}
 		return asset.MarkReady(t.Context(), tx, id)
