@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -493,7 +494,14 @@ func (s *renderer) chunk(ctx context.Context, d stage.Delivery[task.RenderReques
 			chunkLabel("lease_lost").Inc()
 			return nil
 		}
-		_ = l.Give(giveCtx, s.Pool, err.Error())
+		reason := ""
+		if ownFailure(err) {
+			reason = err.Error()
+		} else {
+			d.Log.WarnContext(ctx, "chunk not rendered for a reason outside it (storage, database, a cut connection); the attempt is not counted",
+				slog.Int("chunk", index), slog.String("error", err.Error()))
+		}
+		_ = l.Give(giveCtx, s.Pool, reason)
 		if outcome.IsPermanent(err) {
 			_, code := outcome.Of(err)
 			return s.fail(ctx, d, j.ID, code, err.Error())
@@ -701,20 +709,47 @@ func (s *renderer) renderChunk(ctx context.Context, d stage.Delivery[task.Render
 	return renders.Stored{ObjectKey: key, SizeBytes: obj.Size, SHA256: sum}, nil
 }
 
+// errBadChunk marks a chunk ffmpeg wrote that is not what its window
+// asked for.
+var errBadChunk = errors.New("bad chunk")
+
 // checkChunk refuses a chunk whose streams or duration are not what the
 // window asked for: it would not join into the right output.
 func checkChunk(p media.Probe, wantUS int64, profile media.Profile) error {
 	if p.Video == nil || p.Audio == nil {
-		return errors.New("ffmpeg wrote a chunk without video or sound")
+		return fmt.Errorf("%w: ffmpeg wrote a chunk without video or sound", errBadChunk)
 	}
 	if p.Video.Width != profile.Width || p.Video.Height != profile.Height {
-		return fmt.Errorf("ffmpeg wrote %dx%d, not the profile's %dx%d", p.Video.Width, p.Video.Height, profile.Width, profile.Height)
+		return fmt.Errorf("%w: ffmpeg wrote %dx%d, not the profile's %dx%d", errBadChunk, p.Video.Width, p.Video.Height, profile.Width, profile.Height)
 	}
 	frame := int64(time.Second/time.Microsecond) / int64(profile.FPS)
 	if got := p.Duration.Microseconds(); got < wantUS-frame || got > wantUS+frame {
-		return fmt.Errorf("ffmpeg wrote %s of output, not the window's %s (within a frame)", p.Duration, time.Duration(wantUS)*time.Microsecond)
+		return fmt.Errorf("%w: ffmpeg wrote %s of output, not the window's %s (within a frame)", errBadChunk, p.Duration, time.Duration(wantUS)*time.Microsecond)
 	}
 	return nil
+}
+
+// unreachableSigns are what ffmpeg says when it could not read an input
+// at all (storage down, refusing, an HTTP error): nothing about the chunk.
+var unreachableSigns = []string{"Connection refused", "Connection reset", "Server returned", "timed out", "Failed to resolve hostname",
+	"Network is unreachable", "No route to host", "I/O error", "Broken pipe"}
+
+// ownFailure reports whether err says something about the chunk itself,
+// and so counts toward its attempts: past its deadline, an ffmpeg or
+// ffprobe that ran and refused what it read, a chunk that is not what its
+// window asked for, an input no longer usable. A storage or database
+// outage, a cut connection or an interrupted run does not count: no
+// infrastructure fault may use up a chunk's attempts and fail a render.
+func ownFailure(err error) bool {
+	var exit *media.ExitError
+	switch {
+	case strings.HasPrefix(err.Error(), chunkTimeoutCode+":"), errors.Is(err, errBadChunk),
+		errors.Is(err, media.ErrInvalidProbe), errors.Is(err, media.ErrNoMediaStreams), errors.Is(err, media.ErrUnsupportedFormat):
+		return true
+	case errors.As(err, &exit):
+		return exit.ExitCode > 0 && !slices.ContainsFunc(unreachableSigns, func(sign string) bool { return strings.Contains(exit.Stderr, sign) })
+	}
+	return false
 }
 
 // remove deletes an object nothing records, best effort: a leftover is

@@ -666,3 +666,56 @@ func (f *fixture) requireOneCharged(t *testing.T, a, b renders.Job) {
 		require.Equal(t, want, f.reservation(t, j))
 	}
 }
+
+// TestOutagesDoNotUseUpAChunksAttempts: a chunk whose runs fail because
+// its inputs could not be read (storage refusing connections), more often
+// than its attempts allow, is not failed: those attempts are not counted;
+// and a claim taken over from a holder that died is not counted either.
+// Only a failure of the chunk itself (its deadline, ffmpeg refusing what
+// it read) spends an attempt.
+func TestOutagesDoNotUseUpAChunksAttempts(t *testing.T) {
+	t.Parallel()
+	refused := filepath.Join(t.TempDir(), "ffmpeg")
+	require.NoError(t, os.WriteFile(refused, []byte("#!/bin/sh\n"+
+		"echo '[tcp @ 0x1] Connection to tcp://127.0.0.1:57070 failed: Connection refused' >&2\nexit 1\n"), 0o755))
+	f := newFixture(t, render.Params{Media: media.New(config.Media{FFmpegPath: refused})})
+	j := f.request(t, "720p30-h264")
+	for _, ev := range f.pending(t) {
+		require.NoError(t, f.deliver(t.Context(), t, ev))
+	}
+	chunks := f.pending(t)
+	require.NotEmpty(t, chunks)
+	var first task.RenderRequested
+	require.NoError(t, json.Unmarshal(chunks[0].Envelope.Payload, &first))
+	for attempt := 1; attempt <= render.DefaultMaxChunkAttempts+2; attempt++ {
+		err := f.deliver(t.Context(), t, chunks[0])
+		require.Error(t, err, "attempt %d", attempt)
+		require.Contains(t, err.Error(), "Connection refused", "attempt %d", attempt)
+	}
+	got, err := renders.Get(t.Context(), f.pool, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, renders.Rendering, got.Status, "%s %s", got.ErrorCode, got.ErrorMessage)
+	attempts := func(index int) int {
+		var n int
+		require.NoError(t, f.pool.QueryRow(t.Context(), `SELECT attempts FROM render_chunks WHERE tenant_id = $1 AND render_key = $2 AND chunk_index = $3`,
+			j.TenantID, j.Key, index).Scan(&n))
+		return n
+	}
+	require.Zero(t, attempts(first.Chunk), "an outage spends no attempt")
+
+	// Holders that die: each claim runs out, and the next delivery takes
+	// the chunk over.
+	other := (first.Chunk + 1) % len(chunks)
+	for death := 0; death <= render.DefaultMaxChunkAttempts+1; death++ {
+		var l renders.Lease
+		require.Eventually(t, func() bool {
+			var ok bool
+			l, ok, err = renders.Claim(t.Context(), f.pool, j.TenantID, j.Key, other, time.Millisecond)
+			require.NoError(t, err)
+			return ok
+		}, 10*time.Second, 5*time.Millisecond)
+		require.Equal(t, death == 0, l.Counted, "claim %d", death)
+		require.Equal(t, 1, l.Attempt, "claim %d", death)
+	}
+	require.Equal(t, 1, attempts(other), "a claim taken over from a dead holder is not an attempt")
+}

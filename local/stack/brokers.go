@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/aivedio/pipeline/adapter/dlq"
 	"github.com/aivedio/pipeline/adapter/mq"
 	"github.com/aivedio/pipeline/adapter/mq/memmq"
 	"github.com/aivedio/pipeline/adapter/mq/rocketmq"
@@ -25,7 +27,7 @@ type Emulator struct {
 // group, in memory.
 func NewEmulator() *Emulator {
 	b := memmq.New(nil)
-	b.Apply(catalog.Topics(), catalog.Groups())
+	b.Apply(catalog.Topics(), catalog.AllGroups())
 	return &Emulator{Broker: b}
 }
 
@@ -40,8 +42,15 @@ func OpenEmulator(path string) (*Emulator, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.Apply(catalog.Topics(), catalog.Groups())
+	b.Apply(catalog.Topics(), catalog.AllGroups())
 	return &Emulator{Broker: b}, nil
+}
+
+func (e *Emulator) await() time.Duration {
+	if e.Await > 0 {
+		return e.Await
+	}
+	return 2 * time.Second
 }
 
 // Producer publishes to the emulator.
@@ -49,10 +58,7 @@ func (e *Emulator) Producer() mq.Producer { return e.Broker.Producer() }
 
 // Consumers opens one emulator consumer per subscription of g.
 func (e *Emulator) Consumers(g catalog.Group) ([]mq.Consumer, error) {
-	await := e.Await
-	if await <= 0 {
-		await = 2 * time.Second
-	}
+	await := e.await()
 	var out []mq.Consumer
 	for _, sub := range g.Subscriptions {
 		c, err := e.Broker.Consumer(g.BrokerName(), map[string]string{sub.Topic.BrokerName(): sub.FilterExpression()}, await)
@@ -62,6 +68,19 @@ func (e *Emulator) Consumers(g catalog.Group) ([]mq.Consumer, error) {
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// DeadLetters opens an emulator consumer of g's dead-letter topic as the
+// drain group, once the emulator made the topic (with g's first dead
+// letter); before, an error wrapping dlq.ErrNoTopic.
+func (e *Emulator) DeadLetters(g catalog.Group) dlq.ConsumerFunc {
+	return func(context.Context) (mq.Consumer, error) {
+		c, err := e.Broker.Consumer(catalog.DLQDrain.BrokerName(), map[string]string{g.DLQTopic(): "*"}, e.await())
+		if errors.Is(err, memmq.ErrUnknownTopic) {
+			return nil, fmt.Errorf("open consumer of %s: %w: %w", g.DLQTopic(), dlq.ErrNoTopic, err)
+		}
+		return c, err
+	}
 }
 
 // RocketMQ is a real RocketMQ 5 proxy. Close stops every client it opened.
@@ -90,6 +109,10 @@ func NewRocketMQ(cfg config.RocketMQ) (*RocketMQ, error) {
 
 // Producer publishes to the proxy.
 func (r *RocketMQ) Producer() mq.Producer { return r.producer }
+
+// DeadLetters opens a RocketMQ consumer of g's dead-letter topic as the
+// drain group, once the broker made the topic ([dlq.OpenConsumer]).
+func (r *RocketMQ) DeadLetters(g catalog.Group) dlq.ConsumerFunc { return dlq.OpenConsumer(r.cfg, g, nil) }
 
 // Consumers opens the group's consumers on the proxy.
 func (r *RocketMQ) Consumers(g catalog.Group) ([]mq.Consumer, error) {

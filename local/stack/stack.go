@@ -26,6 +26,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/aivedio/pipeline/adapter/dlq"
 	"github.com/aivedio/pipeline/adapter/mq"
 	"github.com/aivedio/pipeline/adapter/relay"
 	"github.com/aivedio/pipeline/adapter/source"
@@ -41,6 +42,9 @@ type Broker interface {
 	Producer() mq.Producer
 	// Consumers opens one consumer per subscription of g.
 	Consumers(g catalog.Group) ([]mq.Consumer, error)
+	// DeadLetters opens, when asked, the consumer that drains g's
+	// dead-letter topic as catalog.DLQDrain.
+	DeadLetters(g catalog.Group) dlq.ConsumerFunc
 }
 
 // Params configures a Stack.
@@ -148,6 +152,20 @@ func (s *Stack) Run(ctx context.Context, ready func()) error {
 			Metrics: sourceMetrics, Logger: s.p.Logger,
 		})
 		wg.Go(func() { fail(src.Run(ctx)) })
+	}
+	// Dead letters go to message_quarantine, as `adapter dlq drain` moves
+	// them in a deployment: quarantine list, show and replay see them.
+	dlqMetrics := dlq.NewMetrics(s.p.Registerer)
+	for _, g := range catalog.Groups() {
+		if _, ok := s.URLs[g.Stage]; !ok {
+			continue
+		}
+		d := dlq.New(dlq.Params{Group: g, ConsumerFunc: s.p.Broker.DeadLetters(g), DB: s.p.Deps.Pool, TopicPoll: 5 * time.Second,
+			Metrics: dlqMetrics, Logger: s.p.Logger.With(slog.String("component", "dlq"), slog.String("group", g.Name))})
+		wg.Go(func() {
+			fail(d.Run(ctx))
+			_ = d.Close()
+		})
 	}
 	r := relay.New(relay.Params{Pool: s.p.Deps.Pool, Producer: s.p.Broker.Producer(), Owner: "local-stack",
 		Poll: 500 * time.Millisecond, Metrics: relay.NewMetrics(s.p.Registerer), Logger: s.p.Logger.With(slog.String("component", "relay"))})

@@ -147,19 +147,26 @@ type Lease struct {
 	Key      string
 	Index    int
 	Token    uuid.UUID
-	Attempt  int // the how-manieth claim of the chunk this is
+	Attempt  int // the how-manieth counted claim of the chunk this is
+	// Counted says the claim counted toward Attempt: a claim of a PENDING
+	// chunk does; one taken over from a holder that died does not (a
+	// killed process or a lost database says nothing about the chunk).
+	Counted bool
 }
 
 // Claim takes the chunk for one delivery for lease: a chunk that is
 // pending, or whose previous claim ran out (its holder died), is claimed;
-// one stored, or held by another live delivery, is not (ok false).
+// one stored, or held by another live delivery, is not (ok false). Only a
+// claim of a pending chunk counts as an attempt (see [Lease.Counted]).
 func Claim(ctx context.Context, q pg.Querier, tenantID uuid.UUID, key string, index int, lease time.Duration) (l Lease, ok bool, err error) {
 	l = Lease{TenantID: tenantID, Key: key, Index: index, Token: uuid.New()}
-	err = q.QueryRow(ctx, `UPDATE render_chunks SET status = 'RENDERING', lease_token = $4, lease_until = now() + $5::interval,
-			attempts = attempts + 1, updated_at = now()
-		WHERE tenant_id = $1 AND render_key = $2 AND chunk_index = $3
-			AND (status = 'PENDING' OR (status = 'RENDERING' AND lease_until < now()))
-		RETURNING attempts`, tenantID, key, index, l.Token, lease).Scan(&l.Attempt)
+	err = q.QueryRow(ctx, `UPDATE render_chunks c SET status = 'RENDERING', lease_token = $4, lease_until = now() + $5::interval,
+			attempts = c.attempts + CASE WHEN c.status = 'PENDING' THEN 1 ELSE 0 END, updated_at = now()
+		FROM render_chunks was
+		WHERE c.tenant_id = $1 AND c.render_key = $2 AND c.chunk_index = $3
+			AND was.tenant_id = c.tenant_id AND was.render_key = c.render_key AND was.chunk_index = c.chunk_index
+			AND (c.status = 'PENDING' OR (c.status = 'RENDERING' AND c.lease_until < now()))
+		RETURNING c.attempts, was.status = 'PENDING'`, tenantID, key, index, l.Token, lease).Scan(&l.Attempt, &l.Counted)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Lease{}, false, nil
 	}
@@ -202,14 +209,17 @@ func (l Lease) Store(ctx context.Context, q pg.Querier, s Stored) (bool, error) 
 }
 
 // Give gives up l's claim so that the next delivery claims the chunk at
-// once. A reason records a failed attempt; without one (the render ended,
-// the result could not be recorded) the claim does not count as one.
+// once. A reason records a failed attempt (counted, also on a claim taken
+// over from a dead holder); without one (the render ended, the result
+// could not be recorded, an outage of storage or the database) the claim
+// does not count as one.
 func (l Lease) Give(ctx context.Context, q pg.Querier, reason string) error {
 	_, err := q.Exec(ctx, `UPDATE render_chunks SET status = 'PENDING', lease_token = NULL, lease_until = NULL,
 			error_message = coalesce(nullif($5, ''), error_message),
-			attempts = attempts - CASE WHEN $5 = '' AND attempts > 0 THEN 1 ELSE 0 END, updated_at = now()
+			attempts = attempts + CASE WHEN $5 <> '' AND NOT $6::boolean THEN 1 WHEN $5 = '' AND $6::boolean AND attempts > 0 THEN -1 ELSE 0 END,
+			updated_at = now()
 		WHERE tenant_id = $1 AND render_key = $2 AND chunk_index = $3 AND lease_token = $4 AND status = 'RENDERING'`,
-		l.TenantID, l.Key, l.Index, l.Token, reason)
+		l.TenantID, l.Key, l.Index, l.Token, reason, l.Counted)
 	if err != nil {
 		return fmt.Errorf("give up render chunk %d: %w", l.Index, err)
 	}
