@@ -112,7 +112,9 @@ func (r *RocketMQ) Producer() mq.Producer { return r.producer }
 
 // DeadLetters opens a RocketMQ consumer of g's dead-letter topic as the
 // drain group, once the broker made the topic ([dlq.OpenConsumer]).
-func (r *RocketMQ) DeadLetters(g catalog.Group) dlq.ConsumerFunc { return dlq.OpenConsumer(r.cfg, g, nil) }
+func (r *RocketMQ) DeadLetters(g catalog.Group) dlq.ConsumerFunc {
+	return dlq.OpenConsumer(r.cfg, g, nil)
+}
 
 // Consumers opens the group's consumers on the proxy.
 func (r *RocketMQ) Consumers(g catalog.Group) ([]mq.Consumer, error) {
