@@ -24,7 +24,7 @@ const tasksUsage = `usage: adapter tasks resolve <task-id> (--job <provider job 
   --job ID   the provider made job ID for it: the task follows that job (PROVIDER_RUNNING, polled)
   --no-job   the provider made none: the attempt is resubmitted with the same key
   The decision is recorded in task_resolutions with its ticket, operator and reason,
-  in the transaction that carries it out (DATABASE_URL; POLL_FIRST_DELAY, GENERATION_MAX_WAIT).`
+  in the transaction that carries it out (DATABASE_URL; POLL_FIRST_DELAY, GENERATION_MAX_WAIT)`
 
 // runTasks serves `adapter tasks resolve`.
 func runTasks(ctx context.Context, args []string) error {
