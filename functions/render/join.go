@@ -1,10 +1,13 @@
 package render
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -49,10 +52,18 @@ func (s *renderer) join(ctx context.Context, d stage.Delivery[task.RenderRequest
 		return err
 	}
 	defer os.RemoveAll(dir)
+	// The parts are read into local files first, each checked against
+	// its chunk's checksum: ffmpeg's concat demuxer treats a part it cannot
+	// open as the end of the input and exits 0, so joining over URLs while
+	// storage restarted wrote a short output, failed as render.bad_output.
 	parts := make([]string, len(chunks))
 	for i, c := range chunks {
-		if parts[i], err = s.Blob.PresignGet(ctx, c.ObjectKey, urlTTL); err != nil {
-			return fmt.Errorf("presign chunk %d: %w", c.Window.Index, err)
+		parts[i] = filepath.Join(dir, fmt.Sprintf("part-%04d.mkv", i))
+		if err := s.download(ctx, c, parts[i]); err != nil {
+			if missing := s.missingChunks(ctx, chunks); missing > 0 {
+				d.Log.WarnContext(ctx, "chunk objects are gone or damaged; they render again", slog.Int("missing", missing))
+			}
+			return err
 		}
 	}
 	out := filepath.Join(dir, "output.mp4")
@@ -199,7 +210,9 @@ func recordedOutput(ctx context.Context, tx pgx.Tx, key string) (uuid.UUID, bool
 func (s *renderer) missingChunks(ctx context.Context, chunks []renders.Chunk) int {
 	missing := 0
 	for _, c := range chunks {
-		if _, err := s.Blob.Stat(ctx, c.ObjectKey); errors.Is(err, blob.ErrNotFound) {
+		obj, err := s.Blob.Stat(ctx, c.ObjectKey)
+		damaged := err == nil && len(c.SHA256) > 0 && obj.SHA256 != "" && obj.SHA256 != hex.EncodeToString(c.SHA256)
+		if errors.Is(err, blob.ErrNotFound) || damaged {
 			if renders.Forget(ctx, s.Pool, c) == nil {
 				missing++
 			}
@@ -223,6 +236,36 @@ func checkOutput(p media.Probe, wantUS int64, profile media.Profile) error {
 	frame := int64(time.Second/time.Microsecond) / int64(profile.FPS)
 	if got := p.Duration.Microseconds(); got < wantUS-frame || got > wantUS+2*frame {
 		return fmt.Errorf("the joined output lasts %s, not the timeline's %s", p.Duration, time.Duration(wantUS)*time.Microsecond)
+	}
+	return nil
+}
+
+// errDamagedChunk: a chunk's object is not the bytes its row recorded.
+var errDamagedChunk = errors.New("chunk object does not match its checksum")
+
+// download reads chunk c's object into path and checks it against the
+// checksum its row recorded. A failure is an outage to retry, unless the
+// object is gone or damaged (missingChunks then has it rendered again).
+func (s *renderer) download(ctx context.Context, c renders.Chunk, path string) error {
+	body, _, err := s.Blob.Open(ctx, c.ObjectKey)
+	if err != nil {
+		return fmt.Errorf("read chunk %d: %w", c.Window.Index, err)
+	}
+	defer body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write chunk %d: %w", c.Window.Index, err)
+	}
+	h := sha256.New()
+	_, err = io.Copy(io.MultiWriter(f, h), body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("read chunk %d: %w", c.Window.Index, err)
+	}
+	if len(c.SHA256) > 0 && !bytes.Equal(h.Sum(nil), c.SHA256) {
+		return fmt.Errorf("read chunk %d: %w", c.Window.Index, errDamagedChunk)
 	}
 	return nil
 }

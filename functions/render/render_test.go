@@ -719,3 +719,50 @@ func TestOutagesDoNotUseUpAChunksAttempts(t *testing.T) {
 	}
 	require.Equal(t, 1, attempts(other), "a claim taken over from a dead holder is not an attempt")
 }
+
+// TestAJoinOverADamagedChunkRendersItAgain: the join reads every part
+// into a local file and checks it against its chunk's checksum before
+// ffmpeg sees it (ffmpeg's concat takes a part it cannot open for the end
+// of the input): a part whose object is not the bytes recorded is
+// rendered again, and the render succeeds instead of failing
+// render.bad_output for a storage fault.
+func TestAJoinOverADamagedChunkRendersItAgain(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, render.Params{})
+	j := f.request(t, "720p30-h264")
+	var joins []outbox.Stored
+	for range 10 {
+		evs := f.pending(t)
+		if len(evs) == 0 {
+			break
+		}
+		for _, ev := range evs {
+			var p task.RenderRequested
+			require.NoError(t, json.Unmarshal(ev.Envelope.Payload, &p))
+			if ev.Envelope.EventType == catalog.EventRenderRequested && p.Step == task.RenderJoin {
+				joins = append(joins, ev)
+				continue
+			}
+			require.NoError(t, f.deliver(t.Context(), t, ev))
+		}
+	}
+	require.Len(t, joins, 1, "every chunk stored, the join asked for")
+	chunks, err := renders.Chunks(t.Context(), f.pool, j.TenantID, j.Key)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(chunks), 2)
+	// The last chunk's object now holds the first chunk's bytes: a valid
+	// part of the wrong length, as a storage fault could leave it.
+	first, _, err := f.store.Open(t.Context(), chunks[0].ObjectKey)
+	require.NoError(t, err)
+	_, err = f.store.Put(t.Context(), chunks[len(chunks)-1].ObjectKey, first, &blob.PutOpts{ContentType: "video/x-matroska"})
+	require.NoError(t, first.Close())
+	require.NoError(t, err)
+
+	require.Error(t, f.deliver(t.Context(), t, joins[0]), "the join waits for the chunk to render again")
+	got, err := renders.Get(t.Context(), f.pool, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, renders.Rendering, got.Status, "%s %s", got.ErrorCode, got.ErrorMessage)
+	again, err := renders.GetChunk(t.Context(), f.pool, j.TenantID, j.Key, chunks[len(chunks)-1].Window.Index)
+	require.NoError(t, err)
+	require.Equal(t, renders.ChunkPending, again.Status, "the damaged chunk renders again")
+}

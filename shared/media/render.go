@@ -117,7 +117,9 @@ func (w *progressWriter) Write(p []byte) (int, error) {
 
 // Join concatenates rendered chunks, in order, into one MP4: the video is
 // copied, the sound encoded to AAC once. A part is a local path or an
-// http(s) URL (a presigned GET), read as a stream.
+// http(s) URL (a presigned GET), read as a stream. Prefer local files
+// checked beforehand: the concat demuxer takes a part it cannot open for
+// the end of the input and exits 0 with a short output.
 func (t *Tool) Join(ctx context.Context, parts []string, output string) error {
 	ctx, cancel := withDefaultDeadline(ctx, DefaultDeriveTimeout)
 	defer cancel()
