@@ -110,11 +110,12 @@ func NewRocketMQ(cfg config.RocketMQ) (*RocketMQ, error) {
 // Producer publishes to the proxy.
 func (r *RocketMQ) Producer() mq.Producer { return r.producer }
 
-// DeadLetters opens a RocketMQ consumer of g's dead-letter topic as the
-// drain group, once the broker made the topic ([dlq.OpenConsumer]).
-func (r *RocketMQ) DeadLetters(g catalog.Group) dlq.ConsumerFunc {
-	return dlq.OpenConsumer(r.cfg, g, nil)
-}
+// DeadLetters is nil on RocketMQ: its dead letters are drained by
+// `adapter dlq drain`, one process per group, as in a deployment. The
+// drain group and the stage groups' dead-letter topics are the broker's,
+// shared by every process on it, so a pipeline in one process taking them
+// would take other pipelines' dead letters into its own database.
+func (r *RocketMQ) DeadLetters(catalog.Group) dlq.ConsumerFunc { return nil }
 
 // Consumers opens the group's consumers on the proxy.
 func (r *RocketMQ) Consumers(g catalog.Group) ([]mq.Consumer, error) {

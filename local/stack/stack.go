@@ -43,7 +43,7 @@ type Broker interface {
 	// Consumers opens one consumer per subscription of g.
 	Consumers(g catalog.Group) ([]mq.Consumer, error)
 	// DeadLetters opens, when asked, the consumer that drains g's
-	// dead-letter topic as catalog.DLQDrain.
+	// dead-letter topic as catalog.DLQDrain; nil: the stack drains none.
 	DeadLetters(g catalog.Group) dlq.ConsumerFunc
 }
 
@@ -157,10 +157,11 @@ func (s *Stack) Run(ctx context.Context, ready func()) error {
 	// them in a deployment: quarantine list, show and replay see them.
 	dlqMetrics := dlq.NewMetrics(s.p.Registerer)
 	for _, g := range catalog.Groups() {
-		if _, ok := s.URLs[g.Stage]; !ok {
+		open := s.p.Broker.DeadLetters(g)
+		if _, ok := s.URLs[g.Stage]; !ok || open == nil {
 			continue
 		}
-		d := dlq.New(dlq.Params{Group: g, ConsumerFunc: s.p.Broker.DeadLetters(g), DB: s.p.Deps.Pool, TopicPoll: 5 * time.Second,
+		d := dlq.New(dlq.Params{Group: g, ConsumerFunc: open, DB: s.p.Deps.Pool, TopicPoll: 5 * time.Second,
 			Metrics: dlqMetrics, Logger: s.p.Logger.With(slog.String("component", "dlq"), slog.String("group", g.Name))})
 		wg.Go(func() {
 			fail(d.Run(ctx))
