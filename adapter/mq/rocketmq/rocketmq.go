@@ -291,6 +291,10 @@ const (
 	reopenFloor     = time.Second
 	reopenCeiling   = 2 * time.Minute
 	reopenReachable = 2 * time.Second
+	// watchEvery is how often the watcher looks at the proxy's port while
+	// receives fail: the moment it accepts again is what a consumer's
+	// recovery is counted from.
+	watchEvery = 250 * time.Millisecond
 )
 
 var _ mq.Consumer = (*Consumer)(nil)
@@ -520,12 +524,13 @@ func (c *Consumer) replace(sc rmq.SimpleConsumer, reason string) error {
 	return nil
 }
 
-// watch runs while receives are failing: every reopenReachable, a client
-// that has failed since its start is replaced once the proxy's port
-// accepts, without waiting for a receive of it to fail again (one may
-// hang). It ends with the failure streak or with Close.
+// watch runs while receives are failing: every watchEvery, a client that
+// has failed since its start (and was not replaced in the last
+// reopenReachable) is replaced once the proxy's port accepts, without
+// waiting for a receive of it to fail again (one may hang). It ends with
+// the failure streak or with Close.
 func (c *Consumer) watch() {
-	tick := time.NewTicker(reopenReachable)
+	tick := time.NewTicker(watchEvery)
 	defer tick.Stop()
 	for {
 		select {
