@@ -164,7 +164,9 @@ func TestCapacity(t *testing.T) {
 	t.Parallel()
 	// Jobs of 3 s: the third create comes while both run, however slow
 	// the machine, and the first still ends well within waitStatus.
-	b := setup(t, func(o *providersim.Options) { o.MaxJobs, o.JobDurationMin, o.JobDurationMax = 2, 3*time.Second, 3*time.Second })
+	b := setup(t, func(o *providersim.Options) {
+		o.MaxJobs, o.JobDurationMin, o.JobDurationMax = 2, 3*time.Second, 3*time.Second
+	})
 	first := b.create(t, map[string]any{}, map[string]string{"Idempotency-Key": "a"})["id"].(string)
 	b.create(t, map[string]any{}, map[string]string{"Idempotency-Key": "b"})
 	a := b.call(t, http.MethodPost, "/v1/models/acme/video/predictions", map[string]any{"input": map[string]any{}}, nil)
