@@ -138,38 +138,59 @@ func TestOneRunPerBroker(t *testing.T) {
 }
 
 // TestProxyRecoveryCheck: recoveries logged after a restart are the
-// consumers' deaf time after it; one later than maxDeafAfterRestart breaks
-// the invariant and is named; lines of other processes and the client's
-// own are ignored. A consumer is receiving again from when its first
-// working receive was sent (listening_since), not when that long poll
-// ended.
+// consumers' deaf time after it; a group is receiving again with its first
+// consumer. A group later than maxDeafAfterRestart, or a consumer later
+// than maxConsumerDeaf, breaks its invariant and is named; lines of other
+// processes and the client's own are ignored. A consumer is receiving
+// again from when its first working receive was sent (listening_since),
+// not when that long poll ended, and that recovery belongs to the last
+// restart that began before it.
 func TestProxyRecoveryCheck(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "logs"), 0o755))
 	back := time.Date(2026, 12, 2, 10, 0, 30, 0, time.UTC)
-	polled := func(sent, answered time.Duration, group string) string {
-		return fmt.Sprintf(`{"time":%q,"level":"INFO","msg":"rocketmq consumer receiving again","consumer_group":%q,"topic":"t","failures":4,"listening_since":%q,"deaf_for":1}`,
-			back.Add(answered).Format(time.RFC3339Nano), group, back.Add(sent).Format(time.RFC3339Nano))
+	polled := func(sent, answered time.Duration, group, topic string) string {
+		return fmt.Sprintf(`{"time":%q,"level":"INFO","msg":"rocketmq consumer receiving again","consumer_group":%q,"topic":%q,"failures":4,"listening_since":%q,"deaf_for":1}`,
+			back.Add(answered).Format(time.RFC3339Nano), group, topic, back.Add(sent).Format(time.RFC3339Nano))
 	}
-	line := func(at time.Duration, group string) string { return polled(at, at, group) }
+	line := func(at time.Duration, group string) string { return polled(at, at, group, "t") }
 	write := func(name string, lines ...string) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "logs", name), []byte(strings.Join(lines, "\n")+"\n"), 0o644))
 	}
 	write("source-a.log", "2026-12-02T10:00:31Z ERROR client.go:481 failed to send heartbeat", line(2*time.Second, "a"), line(9*time.Minute, "a"))
-	write("source-b.log", line(3*time.Second, "b"), polled(4*time.Second, 24*time.Second, "idle"))
+	write("source-b.log", line(3*time.Second, "b"), polled(4*time.Second, 24*time.Second, "idle", "t"),
+		polled(12*time.Second, 12*time.Second, "b", "delay")) // busy: b's other consumer took its workers
 	w := &world{runDir: dir}
-	check := func() *report {
-		r := &report{ProxyRestarts: []proxyRestart{{Began: back.Add(-20 * time.Second), Back: back}}}
+	restart := proxyRestart{Began: back.Add(-20 * time.Second), Back: back}
+	check := func(restarts ...proxyRestart) *report {
+		r := &report{ProxyRestarts: restarts}
 		require.NoError(t, w.checkProxyRecovery(t.Context(), r))
-		require.Len(t, r.Invariants, 1)
+		require.Len(t, r.Invariants, 2)
 		return r
 	}
-	r := check()
+	r := check(restart)
 	require.True(t, r.Invariants[0].Held, r.Invariants[0].Detail)
+	require.True(t, r.Invariants[1].Held, r.Invariants[1].Detail)
+	require.Equal(t, map[string]time.Duration{"a/t": 2 * time.Second, "b/t": 3 * time.Second, "b/delay": 12 * time.Second, "idle/t": 4 * time.Second},
+		r.ProxyRestarts[0].Deaf)
+	require.Equal(t, map[string]time.Duration{"a": 2 * time.Second, "b": 3 * time.Second, "idle": 4 * time.Second}, r.ProxyRestarts[0].groups())
+
+	// A second restart 10 s after the first was back: what listened again
+	// after it began is its recovery, not the first's.
+	second := proxyRestart{Began: back.Add(10 * time.Second), Back: back.Add(11 * time.Second)}
+	r = check(restart, second)
 	require.Equal(t, map[string]time.Duration{"a/t": 2 * time.Second, "b/t": 3 * time.Second, "idle/t": 4 * time.Second}, r.ProxyRestarts[0].Deaf)
+	require.Equal(t, map[string]time.Duration{"b/delay": time.Second}, r.ProxyRestarts[1].Deaf)
 
 	write("source-c.log", line(maxDeafAfterRestart+time.Second, "c"))
-	r = check()
+	r = check(restart)
 	require.False(t, r.Invariants[0].Held)
-	require.Contains(t, r.Invariants[0].Detail, "c/t 11s after the restart")
+	require.Contains(t, r.Invariants[0].Detail, "c 6s after the restart")
+	require.True(t, r.Invariants[1].Held, r.Invariants[1].Detail)
+
+	write("source-c.log", line(time.Second, "c"), polled(maxConsumerDeaf+time.Second, maxConsumerDeaf+time.Second, "c", "delay"))
+	r = check(restart)
+	require.True(t, r.Invariants[0].Held, r.Invariants[0].Detail)
+	require.False(t, r.Invariants[1].Held)
+	require.Contains(t, r.Invariants[1].Detail, "c/delay 31s after the restart")
 }

@@ -558,11 +558,12 @@ func (r *report) print(out io.Writer) {
 	if len(r.ProxyRestarts) > 0 {
 		fmt.Fprintln(out)
 		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "PROXY RESTART	DOWN	CONSUMERS RECOVERED	DEAF AFTER (MEAN)	DEAF AFTER (MAX)	SLOWEST")
+		fmt.Fprintln(tw, "PROXY BACK	DOWN	GROUPS	GROUP DEAF (MEAN)	GROUP DEAF (MAX)	SLOWEST GROUP	CONSUMERS	CONSUMER DEAF (MAX)	SLOWEST CONSUMER")
 		for _, p := range r.ProxyRestarts {
-			mean, worst, slowest := p.deafness()
-			fmt.Fprintf(tw, "%s	%s	%d	%s	%s	%s\n", p.Back.Format(time.TimeOnly), p.Back.Sub(p.Began).Round(100*time.Millisecond),
-				len(p.Deaf), mean.Round(10*time.Millisecond), worst.Round(10*time.Millisecond), slowest)
+			n, mean, worst, slowest := p.deafness(true)
+			cn, _, cworst, cslowest := p.deafness(false)
+			fmt.Fprintf(tw, "%s	%s	%d	%s	%s	%s	%d	%s	%s\n", p.Back.Format(time.TimeOnly), p.Back.Sub(p.Began).Round(100*time.Millisecond),
+				n, mean.Round(10*time.Millisecond), worst.Round(10*time.Millisecond), slowest, cn, cworst.Round(10*time.Millisecond), cslowest)
 		}
 		_ = tw.Flush()
 	}

@@ -245,6 +245,13 @@ func (f *faulter) inject(ctx context.Context, kind string) (time.Time, string) {
 		// through the restart, and no render may fail for it.
 		killed := ""
 		if kind == faultProxy {
+			if n := len(f.proxyRestarts); n > 0 {
+				select {
+				case <-ctx.Done():
+					return time.Now(), ""
+				case <-time.After(time.Until(f.proxyRestarts[n-1].Back.Add(proxyQuiet))):
+				}
+			}
 			killed = f.killRenderHolding(ctx)
 		}
 		began := time.Now()

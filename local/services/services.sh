@@ -325,6 +325,8 @@ start_rocketmq() { # home name-prefix namesrv-port grpc-port broker-port heap
 			-c "$home/conf/namesrv.properties"
 	fi
 	if ! alive "${p}proxy"; then
+		local blog="$home/logs/rocketmqlogs/broker.log" before=0 i
+		[ -f "$blog" ] && before=$(grep -c "$REGISTERED" "$blog" || true)
 		check_port_free "${p}proxy" "$grpc" "${var}PROXY_GRPC_PORT"
 		check_port_free "${p}proxy" "$broker_port" "${var}BROKER_PORT"
 		# shellcheck disable=SC2046
@@ -332,8 +334,19 @@ start_rocketmq() { # home name-prefix namesrv-port grpc-port broker-port heap
 			$(java_opts "$heap" "$home") -cp "$ROCKETMQ_LIB/*" org.apache.rocketmq.proxy.ProxyStartup \
 			-pm local -n "127.0.0.1:$namesrv" -pc "$home/conf/rmq-proxy.json" -bc "$home/conf/broker.conf"
 		wait_port "RocketMQ ${p}broker" "$broker_port" 60 "$DIR/${p}proxy.log" "${p}proxy"
+		# Until its broker registered with the name server, no client and
+		# no admin command can find a route: `topics apply` fails with
+		# "connect to null".
+		for ((i = 0; i < 300; i++)); do
+			[ "$(grep -c "$REGISTERED" "$blog" 2>/dev/null || true)" -gt "$before" ] && break
+			sleep 0.2
+		done
+		[ "$i" -lt 300 ] || die "the ${p}broker did not register with its name server within 60s; see $blog"
 	fi
 }
+
+# REGISTERED is what a broker logs once it registered with its name server.
+REGISTERED="Registering current broker to name server completed"
 
 start_main_rocketmq() {
 	start_rocketmq "$DIR/rocketmq" "" "$NAMESRV_PORT" "$PROXY_GRPC_PORT" "$BROKER_PORT" 512m
@@ -429,19 +442,12 @@ status() {
 }
 
 # restart_proxy returns once the restarted broker registered with the name
-# server: before that no client can look up a topic's route, so a consumer
-# cannot start, whatever it does.
+# server (start_rocketmq waits for it): before that no client can look up a
+# topic's route, so a consumer cannot start, whatever it does.
 restart_proxy() {
 	[ -f "$DIR/env" ] || die "services are not up (no $DIR/env); run services.sh up first"
-	local blog="$DIR/rocketmq/logs/rocketmqlogs/broker.log" before=0 i
-	[ -f "$blog" ] && before=$(grep -c "Registering current broker to name server completed" "$blog" || true)
 	stop_pid proxy
 	start_main_rocketmq
-	for ((i = 0; i < 300; i++)); do
-		[ "$(grep -c "Registering current broker to name server completed" "$blog" 2>/dev/null || true)" -gt "$before" ] && break
-		sleep 0.2
-	done
-	[ "$i" -lt 300 ] || die "the restarted broker did not register with the name server within 60s; see $blog"
 	log "restart-proxy: RocketMQ proxy back on :$PROXY_GRPC_PORT, its broker registered with the name server"
 }
 

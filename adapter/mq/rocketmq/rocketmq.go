@@ -399,8 +399,15 @@ func (c *Consumer) Receive(ctx context.Context, max int, invisible time.Duration
 		// failures count towards replacing it.
 		refused := errors.Is(err, mq.ErrUnauthenticated) || errors.Is(err, mq.ErrForbidden)
 		if ctx.Err() == nil && !refused {
-			if rerr := c.failed(sc, err); rerr != nil {
+			replaced, rerr := c.failed(sc, err)
+			if rerr != nil {
 				err = errors.Join(err, rerr)
+			}
+			if replaced {
+				// The failure was the old client's: the caller receives
+				// again at once, through the fresh one, instead of pausing
+				// as after a failure.
+				return nil, nil
 			}
 		}
 		return nil, fmt.Errorf("receive: %w", err)
@@ -455,13 +462,15 @@ func proxyAnswered(err error) bool {
 // proxy lost its settings, or once other failures pile up. A replacement
 // that cannot start is tried again on a later failure. The lock is not held
 // while the new client starts, so ACKs of messages in flight go on
-// meanwhile.
-func (c *Consumer) failed(sc rmq.SimpleConsumer, cause error) error {
+// meanwhile. replaced reports a fresh client that started now, and whose
+// predecessor was not itself replaced in the last reopenReachable: a
+// client the proxy refuses again at once is retried at the caller's pace.
+func (c *Consumer) failed(sc rmq.SimpleConsumer, cause error) (replaced bool, err error) {
 	lost := settingsLost(cause)
 	c.mu.Lock()
 	if c.consumer != sc || c.reopening {
 		c.mu.Unlock()
-		return nil // replaced, or being replaced, by a concurrent receive
+		return false, nil // replaced, or being replaced, by a concurrent receive
 	}
 	if c.streak == 0 {
 		c.failingSince = time.Now()
@@ -477,7 +486,7 @@ func (c *Consumer) failed(sc rmq.SimpleConsumer, cause error) error {
 	}
 	if !lost && c.failures < reopenAfter {
 		c.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	waiting := time.Now().Before(c.nextReopen)
 	soon := time.Since(c.lastReopen) >= reopenReachable
@@ -490,13 +499,16 @@ func (c *Consumer) failed(sc rmq.SimpleConsumer, cause error) error {
 		c.mu.Lock()
 		c.reopening = false
 		c.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	reason := "receives failing"
 	if lost {
 		reason = "the proxy lost the client's settings"
 	}
-	return c.replace(sc, reason)
+	if err := c.replace(sc, reason); err != nil {
+		return false, err
+	}
+	return soon, nil
 }
 
 // replace starts a new client in place of sc, which the caller marked
