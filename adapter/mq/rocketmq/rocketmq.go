@@ -279,7 +279,9 @@ type Consumer struct {
 	// proxy's readiness within seconds, however long it was away.
 	reopenWait time.Duration
 	lastReopen time.Time
-	nextReopen time.Time
+	// lastReplaced is when a fresh client last started.
+	lastReplaced time.Time
+	nextReopen   time.Time
 	// The failure streak across replacements, for the recovery log line.
 	streak       int
 	failingSince time.Time
@@ -490,6 +492,7 @@ func (c *Consumer) failed(sc rmq.SimpleConsumer, cause error) (replaced bool, er
 	}
 	waiting := time.Now().Before(c.nextReopen)
 	soon := time.Since(c.lastReopen) >= reopenReachable
+	again := time.Since(c.lastReplaced) >= reopenReachable
 	c.reopening = true
 	c.mu.Unlock()
 
@@ -508,7 +511,7 @@ func (c *Consumer) failed(sc rmq.SimpleConsumer, cause error) (replaced bool, er
 	if err := c.replace(sc, reason); err != nil {
 		return false, err
 	}
-	return soon, nil
+	return again, nil
 }
 
 // replace starts a new client in place of sc, which the caller marked
@@ -528,6 +531,7 @@ func (c *Consumer) replace(sc rmq.SimpleConsumer, reason string) error {
 		c.retire()
 	}
 	c.consumer, c.failures, c.reopenWait, c.nextReopen = fresh, 0, 0, time.Time{}
+	c.lastReplaced = c.lastReopen
 	c.retired, c.retire = context.WithCancel(context.Background())
 	c.log.Info("rocketmq consumer replaced", slog.String("consumer_group", c.params.Group), slog.String("topic", c.topics()),
 		slog.String("reason", reason))
