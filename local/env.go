@@ -94,6 +94,9 @@ type options struct {
 	review    bool
 	reviewSim reviewsim.Options
 	logTo     io.Writer // stderr when nil
+	// remote is stack.Params.Remote: stages a test runs as processes of
+	// their own. No flag: `go run ./local` serves every stage itself.
+	remote map[string]string
 }
 
 func defaultOptions() options {
@@ -261,7 +264,7 @@ func start(ctx context.Context, o options) (*environment, error) {
 		}
 		e.kinds = append(e.kinds, "content review on (reviewer simulator at "+deps.Review.URL+")")
 	}
-	if err := e.runPipeline(ctx, cancel, deps, broker, o.workers, reg, logger); err != nil {
+	if err := e.runPipeline(ctx, cancel, deps, broker, o.workers, o.remote, reg, logger); err != nil {
 		return nil, err
 	}
 	if e.devKey, err = devKey(ctx, e.pool); err != nil {
@@ -542,8 +545,9 @@ func (e *environment) serveOps(ctx context.Context, addr string, reg *prometheus
 // runPipeline serves the stages, their adapters and the relay, and
 // returns once every function listens.
 func (e *environment) runPipeline(ctx context.Context, cancel context.CancelFunc, deps functions.Deps, broker stack.Broker, workers int,
-	reg prometheus.Registerer, logger *slog.Logger) error {
-	st, err := stack.New(stack.Params{Deps: deps, Broker: broker, Workers: workers, RetryMin: 2 * time.Second, Registerer: reg, Logger: logger})
+	remote map[string]string, reg prometheus.Registerer, logger *slog.Logger) error {
+	st, err := stack.New(stack.Params{Deps: deps, Broker: broker, Workers: workers, RetryMin: 2 * time.Second, Remote: remote,
+		Registerer: reg, Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,8 @@ echo "== go test -run '^TestRealBroker' ./adapter/... ./local/... (real RocketMQ
 go test -count=1 -timeout 15m -run '^TestRealBroker' ./adapter/... ./local/...
 # The broker restart tests stop the proxy every test uses: they run alone,
 # one package at a time.
-echo "== go test -p 1 -run '^TestProxyRestart' ./adapter/e2e/ ./adapter/mq/rocketmq/ (restart the RocketMQ proxy)"
-go test -p 1 -count=1 -timeout 10m -run '^TestProxyRestart' ./adapter/e2e/ ./adapter/mq/rocketmq/
+echo "== go test -p 1 -run '^TestProxyRestart' ./adapter/e2e/ ./adapter/mq/rocketmq/ ./local/ (restart the RocketMQ proxy)"
+go test -p 1 -count=1 -timeout 15m -run '^TestProxyRestart' ./adapter/e2e/ ./adapter/mq/rocketmq/ ./local/
 echo "== go test -race ./..."
 go test -race -count=1 -timeout 15m ./...
 # The short chaos run restarts services every test uses: it runs alone, last.

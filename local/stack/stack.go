@@ -63,6 +63,11 @@ type Params struct {
 	// ScanEvery is how often the reconcile stage is sent its periodic scan
 	// trigger, as a Knative PingSource does; 30 s when zero.
 	ScanEvery time.Duration
+	// Remote names stages whose function runs elsewhere, by the URL it
+	// serves on: the stack runs their source adapters, delivering to that
+	// URL, and not the function itself (a test's separate process it can
+	// SIGKILL, as Knative kills a pod).
+	Remote map[string]string
 	// Registerer receives the sources' and the relay's metrics; nil
 	// registers none.
 	Registerer prometheus.Registerer
@@ -121,6 +126,10 @@ func (s *Stack) Run(ctx context.Context, ready func()) error {
 	}
 
 	for _, name := range functions.Built() {
+		if url, ok := s.p.Remote[name]; ok {
+			s.URLs[name] = url
+			continue
+		}
 		fn, err := functions.New(ctx, name, s.p.Deps)
 		if err != nil {
 			return err
