@@ -64,6 +64,9 @@ type Deps struct {
 	// ffmpeg run; the render stage's defaults when zero.
 	RenderChunkTimeoutFactor int
 	RenderChunkTimeoutMin    time.Duration
+	// RenderTenantChunks is how many chunks of one tenant render at once;
+	// the render stage's default when zero.
+	RenderTenantChunks int
 	// Review is the content review's configuration: the probe asks for a
 	// review when it is on, and the review stage calls its endpoint.
 	Review config.Review
@@ -99,7 +102,8 @@ var constructors = map[string]Constructor{
 	},
 	render.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
 		return render.New(render.Params{Pool: d.Pool, Blob: d.Blob, Media: d.Media, Redis: d.Redis, TmpDir: d.TmpDir, Logger: d.Logger,
-			ChunkLength: d.RenderChunk, Lease: d.RenderLease, ChunkTimeoutFactor: d.RenderChunkTimeoutFactor, ChunkTimeoutMin: d.RenderChunkTimeoutMin}), nil
+			ChunkLength: d.RenderChunk, Lease: d.RenderLease, ChunkTimeoutFactor: d.RenderChunkTimeoutFactor, ChunkTimeoutMin: d.RenderChunkTimeoutMin,
+			Slots: d.Slots, TenantChunks: d.RenderTenantChunks}), nil
 	},
 	settle.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
 		return settle.New(settle.Params{Pool: d.Pool, Logger: d.Logger}), nil

@@ -23,7 +23,8 @@ import (
 func Open(ctx context.Context, cfg config.StageFunction, logger *slog.Logger) (Deps, func(), error) {
 	d := Deps{Logger: logger, Journey: cfg.Journey, ReplayWindow: cfg.Retention.ReplayWindow, ProviderTimeout: cfg.Provider.Timeout, CallbackURL: cfg.Provider.CallbackURLFor,
 		RenderChunk: cfg.Media.RenderChunk, RenderLease: cfg.Media.RenderLease,
-		RenderChunkTimeoutFactor: cfg.Media.RenderChunkTimeoutFactor, RenderChunkTimeoutMin: cfg.Media.RenderChunkTimeoutMin, Review: cfg.Review}
+		RenderChunkTimeoutFactor: cfg.Media.RenderChunkTimeoutFactor, RenderChunkTimeoutMin: cfg.Media.RenderChunkTimeoutMin,
+		RenderTenantChunks: cfg.Media.RenderTenantChunks, Review: cfg.Review}
 	pcfg, err := pgxpool.ParseConfig(cfg.Postgres.URL)
 	if err != nil {
 		return Deps{}, nil, fmt.Errorf("DATABASE_URL: %w", err)

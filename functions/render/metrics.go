@@ -11,7 +11,7 @@ var (
 	})
 	chunkOutcomes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "aivedio_render_chunks_total",
-		Help: "Chunk deliveries by outcome: stored, already_stored (a repeat found it done), stopped (the render ended), lease_lost, failed (retried).",
+		Help: "Chunk deliveries by outcome: stored, already_stored (a repeat found it done), stopped (the render ended), lease_lost, failed (retried), slot_wait (its tenant renders RENDER_TENANT_CHUNKS already; asked again later), slot_unavailable (Redis unreachable; rendered without a slot).",
 	}, []string{"outcome"})
 	reusedOutputs = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "aivedio_render_reused_outputs_total",

@@ -55,6 +55,7 @@ import (
 	"github.com/aivedio/pipeline/shared/project"
 	renders "github.com/aivedio/pipeline/shared/render"
 	"github.com/aivedio/pipeline/shared/review"
+	"github.com/aivedio/pipeline/shared/slots"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
@@ -118,6 +119,11 @@ type Params struct {
 	// output × ChunkTimeoutFactor). Their defaults when zero.
 	ChunkTimeoutFactor int
 	ChunkTimeoutMin    time.Duration
+	// Slots and TenantChunks bound how many chunks of one tenant render
+	// at once, fleet-wide (RENDER_TENANT_CHUNKS; DefaultTenantChunks when
+	// zero); nil Slots: no bound.
+	Slots        *slots.Limiter
+	TenantChunks int
 }
 
 type renderer struct{ Params }
@@ -141,6 +147,9 @@ func New(p Params) *stage.Function {
 	}
 	if p.ChunkTimeoutMin <= 0 {
 		p.ChunkTimeoutMin = DefaultChunkTimeoutMin
+	}
+	if p.TenantChunks <= 0 {
+		p.TenantChunks = DefaultTenantChunks
 	}
 	if p.Logger == nil {
 		p.Logger = slog.New(slog.DiscardHandler)
@@ -380,7 +389,7 @@ var errLeaseLost = errors.New("the chunk's claim was lost to another delivery")
 // watch runs while a chunk renders: it renews the lease and stops the
 // work (cancel with a cause) when no render of the content is RENDERING
 // any more or the claim was lost. It returns when ctx ends.
-func (s *renderer) watch(ctx context.Context, cancel context.CancelCauseFunc, j renders.Job, l renders.Lease) {
+func (s *renderer) watch(ctx context.Context, cancel context.CancelCauseFunc, j renders.Job, l renders.Lease, slot *tenantSlot) {
 	tick := time.NewTicker(s.Watch)
 	defer tick.Stop()
 	renewed := time.Now()
@@ -407,6 +416,7 @@ func (s *renderer) watch(ctx context.Context, cancel context.CancelCauseFunc, j 
 			if err == nil {
 				renewed = time.Now()
 			}
+			slot.renew(ctx)
 		}
 	}
 }
@@ -420,10 +430,13 @@ func (s *renderer) watch(ctx context.Context, cancel context.CancelCauseFunc, j 
 // reconciler; a holder that stays alive renews its claim and the event
 // waits again, until the group's delivery attempts run out into the
 // quarantine, named.
-func (s *renderer) held(ctx context.Context, d stage.Delivery[task.RenderRequested], j renders.Job, index int) error {
+func (s *renderer) held(ctx context.Context, d stage.Delivery[task.RenderRequested], j renders.Job, index int, slot *tenantSlot) error {
 	c, err := renders.GetChunk(ctx, s.Pool, j.TenantID, j.Key, index)
 	if err != nil {
 		return err
+	}
+	if c.Status != renders.ChunkRendering {
+		slot.release(ctx) // nobody renders the chunk: its slot is nobody's
 	}
 	if c.Status == renders.ChunkDone {
 		chunkLabel("already_stored").Inc()
@@ -462,13 +475,23 @@ func (s *renderer) chunk(ctx context.Context, d stage.Delivery[task.RenderReques
 		chunkLabel("already_stored").Inc()
 		return d.Noop(ctx)
 	}
+	slot := s.slotFor(j, index)
+	if !slot.take(ctx, d.Log) {
+		return s.waitForSlot(ctx, d, j, index)
+	}
 	l, ok, err := renders.Claim(ctx, s.Pool, j.TenantID, j.Key, index, s.Lease)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return s.held(ctx, d, j, index)
+		return s.held(ctx, d, j, index, slot)
 	}
+	keepSlot := false // the claim went to another delivery, and the slot with it
+	defer func() {
+		if !keepSlot {
+			slot.release(ctx)
+		}
+	}()
 	if l.Attempt > s.MaxChunkAttempts {
 		_ = l.Give(context.WithoutCancel(ctx), s.Pool, c.ErrorMessage)
 		msg := fmt.Sprintf("chunk %d of the render could not be rendered in %d attempts", index, s.MaxChunkAttempts)
@@ -481,7 +504,7 @@ func (s *renderer) chunk(ctx context.Context, d stage.Delivery[task.RenderReques
 		}
 		return s.fail(ctx, d, j.ID, code, msg)
 	}
-	obj, err := s.renderChunk(ctx, d, j, c, l)
+	obj, err := s.renderChunk(ctx, d, j, c, l, slot)
 	if err != nil {
 		giveCtx := context.WithoutCancel(ctx)
 		if errors.Is(err, errRenderEnded) {
@@ -492,6 +515,7 @@ func (s *renderer) chunk(ctx context.Context, d stage.Delivery[task.RenderReques
 		}
 		if errors.Is(err, errLeaseLost) {
 			chunkLabel("lease_lost").Inc()
+			keepSlot = true
 			return nil
 		}
 		reason := ""
@@ -607,7 +631,8 @@ func allDone(chunks []renders.Chunk) bool {
 
 // renderChunk runs ffmpeg for chunk c under lease l, checks the result and
 // stores it under a key of the claim's own.
-func (s *renderer) renderChunk(ctx context.Context, d stage.Delivery[task.RenderRequested], j renders.Job, c renders.Chunk, l renders.Lease) (renders.Stored, error) {
+func (s *renderer) renderChunk(ctx context.Context, d stage.Delivery[task.RenderRequested], j renders.Job, c renders.Chunk, l renders.Lease,
+	slot *tenantSlot) (renders.Stored, error) {
 	rev, err := project.GetRevision(ctx, s.Pool, j.TenantID, j.RevisionID)
 	if err != nil {
 		return renders.Stored{}, fmt.Errorf("read revision: %w", err)
@@ -628,7 +653,7 @@ func (s *renderer) renderChunk(ctx context.Context, d stage.Delivery[task.Render
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		s.watch(wctx, cancel, j, l)
+		s.watch(wctx, cancel, j, l, slot)
 	}()
 	defer func() {
 		cancel(nil)

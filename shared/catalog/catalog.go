@@ -97,16 +97,19 @@ var (
 	// wait: a content review whose reviewer was unavailable.
 	AssetPostprocessDelay = Topic{"asset.postprocess.delay", "asset.postprocess", Delay}
 	RenderExport          = Topic{"render.export", "render.export", Normal}
-	BillingSettle         = Topic{"billing.settle", "billing.settle", Normal}
-	GenerationStateFIFO   = Topic{"generation.state.fifo", "notification.event", FIFO}
-	ReconcileDelay        = Topic{"compensation.reconcile.delay", "compensation.reconcile", Delay}
+	// RenderExportDelay carries a chunk put off by a business wait: its
+	// tenant already renders RENDER_TENANT_CHUNKS chunks.
+	RenderExportDelay   = Topic{"render.export.delay", "render.export", Delay}
+	BillingSettle       = Topic{"billing.settle", "billing.settle", Normal}
+	GenerationStateFIFO = Topic{"generation.state.fifo", "notification.event", FIFO}
+	ReconcileDelay      = Topic{"compensation.reconcile.delay", "compensation.reconcile", Delay}
 )
 
 // Topics lists every physical topic.
 func Topics() []Topic {
 	return []Topic{
 		GenerationSubmit, GenerationSubmitDelay, GenerationPollDelay, GenerationCallback,
-		AssetFetch, AssetFetchDelay, AssetPostprocess, AssetPostprocessDelay, RenderExport, BillingSettle, GenerationStateFIFO, ReconcileDelay,
+		AssetFetch, AssetFetchDelay, AssetPostprocess, AssetPostprocessDelay, RenderExport, RenderExportDelay, BillingSettle, GenerationStateFIFO, ReconcileDelay,
 	}
 }
 
@@ -175,7 +178,7 @@ var (
 		Subscriptions: []Subscription{{AssetPostprocess, []string{TagReview}}, {AssetPostprocessDelay, []string{TagReview}}}}
 	GroupRender = Group{Name: "cg.render.export.v1", Stage: "render", MaxDeliveryAttempts: 8,
 		Owner: "team-media", HandleWithin: 8 * time.Hour,
-		Subscriptions: []Subscription{{RenderExport, []string{EventRenderRequested}}}}
+		Subscriptions: []Subscription{{RenderExport, []string{EventRenderRequested}}, {RenderExportDelay, []string{EventRenderRequested}}}}
 	GroupSettle = Group{Name: "cg.billing.settle.v1", Stage: "settle", MaxDeliveryAttempts: 16,
 		Owner: "team-billing", HandleWithin: 2 * time.Hour,
 		Subscriptions: []Subscription{{BillingSettle, []string{EventSettleRequested}}}}

@@ -133,6 +133,8 @@ type Media struct {
 	// run of a chunk its deadline.
 	RenderChunkTimeoutFactor int           `envconfig:"RENDER_CHUNK_TIMEOUT_FACTOR" default:"12" desc:"a chunk's ffmpeg run is killed past this many times the chunk's output (RENDER_CHUNK), and the chunk fails render.chunk_timeout (tried again up to 4 times)"`
 	RenderChunkTimeoutMin    time.Duration `envconfig:"RENDER_CHUNK_TIMEOUT_MIN" default:"1m" desc:"the shortest deadline of a chunk's ffmpeg run, however short the chunk"`
+	// RenderTenantChunks bounds one tenant's share of the render fleet.
+	RenderTenantChunks int `envconfig:"RENDER_TENANT_CHUNKS" default:"4" desc:"at most this many chunks of one tenant render at once across every render function (Redis slots); more wait on render.export.delay, acknowledged"`
 	// MediaTimeoutFactor and MediaTimeoutMin give every other ffmpeg run
 	// (proxy, thumbnail, waveform, review frames) its deadline.
 	MediaTimeoutFactor int           `envconfig:"MEDIA_TIMEOUT_FACTOR" default:"12" desc:"a proxy or waveform ffmpeg run is killed past this many times its input's duration"`
@@ -150,6 +152,8 @@ func (m Media) Validate() error {
 		return fmt.Errorf("RENDER_CHUNK_TIMEOUT_FACTOR must be at least 1, got %d", m.RenderChunkTimeoutFactor)
 	case m.RenderChunkTimeoutMin < time.Second:
 		return fmt.Errorf("RENDER_CHUNK_TIMEOUT_MIN must be at least 1s, got %s", m.RenderChunkTimeoutMin)
+	case m.RenderTenantChunks < 1:
+		return fmt.Errorf("RENDER_TENANT_CHUNKS must be at least 1, got %d", m.RenderTenantChunks)
 	case m.MediaTimeoutFactor < 1:
 		return fmt.Errorf("MEDIA_TIMEOUT_FACTOR must be at least 1, got %d", m.MediaTimeoutFactor)
 	case m.MediaTimeoutMin < time.Second:

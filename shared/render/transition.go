@@ -2,6 +2,7 @@ package render
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -17,6 +18,12 @@ func (j Job) Aggregate() task.Aggregate {
 // Ask is the event asking the render stage for step of j (chunk: which).
 func (j Job) Ask(o task.Origin, step string, chunk int) (outbox.Event, error) {
 	return o.EmitFor(j.Aggregate(), task.RenderRequested{RenderID: j.ID, Step: step, Chunk: chunk})
+}
+
+// AskLater is Ask for a chunk put off until at (a business wait), the
+// waits-th time.
+func (j Job) AskLater(o task.Origin, chunk, waits int, at time.Time) (outbox.Event, error) {
+	return o.EmitForAt(j.Aggregate(), task.RenderRequested{RenderID: j.ID, Step: task.RenderChunk, Chunk: chunk, SlotWaits: waits}, at)
 }
 
 // Apply moves cur by ch in tx and writes, in the same transaction, the

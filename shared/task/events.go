@@ -105,6 +105,10 @@ type (
 		RenderID uuid.UUID `json:"render_id" payload:"required"`
 		Step     string    `json:"step" payload:"required"`
 		Chunk    int       `json:"chunk,omitempty"`
+		// SlotWaits counts how often this chunk was put off because its
+		// tenant rendered its RENDER_TENANT_CHUNKS already: the next wait
+		// is longer.
+		SlotWaits int `json:"slot_waits,omitempty"`
 	}
 	// ReconcileDue asks the reconciler to look at a task. Its [Wait]'s
 	// Reason says why (a lost submit answer, [ReasonCancel]); a look the

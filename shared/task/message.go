@@ -60,6 +60,11 @@ func (o Origin) EmitFor(a Aggregate, p Message) (outbox.Event, error) {
 	return o.emit(a, p, false, time.Now())
 }
 
+// EmitForAt is EmitFor due at at, on the payload's DELAY topic.
+func (o Origin) EmitForAt(a Aggregate, p Message, at time.Time) (outbox.Event, error) {
+	return o.emit(a, p, true, at)
+}
+
 func (o Origin) emit(a Aggregate, p Message, delayed bool, at time.Time) (outbox.Event, error) {
 	topic, tag := p.Route(delayed)
 	correlation := o.CorrelationID
@@ -154,7 +159,9 @@ func (StateChanged) Route(bool) (catalog.Topic, string) { return catalog.Generat
 func (RenderRequested) EventType() string { return catalog.EventRenderRequested }
 
 // Route: render.export.
-func (RenderRequested) Route(bool) (catalog.Topic, string) { return catalog.RenderExport, "" }
+func (RenderRequested) Route(delayed bool) (catalog.Topic, string) {
+	return delayedOr(delayed, catalog.RenderExport, catalog.RenderExportDelay), ""
+}
 
 // Render steps ([RenderRequested]).
 const (

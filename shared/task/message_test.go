@@ -32,6 +32,7 @@ func TestEmitRoutesEveryPayload(t *testing.T) {
 		{task.FetchRequested{TaskID: id}, catalog.EventFetchRequested, catalog.AssetFetch, catalog.AssetFetchDelay, catalog.EventFetchRequested},
 		{task.Postprocess{TaskID: id, AssetID: id, Step: catalog.TagThumbnail}, catalog.EventPostprocess, catalog.AssetPostprocess, catalog.AssetPostprocessDelay, catalog.TagThumbnail},
 		{task.Postprocess{TaskID: id, AssetID: id, Step: catalog.TagReview}, catalog.EventPostprocess, catalog.AssetPostprocess, catalog.AssetPostprocessDelay, catalog.TagReview},
+		{task.RenderRequested{RenderID: id, Step: task.RenderChunk, Chunk: 1}, catalog.EventRenderRequested, catalog.RenderExport, catalog.RenderExportDelay, catalog.EventRenderRequested},
 		{task.SettleRequested{TaskID: id, Status: task.Succeeded}, catalog.EventSettleRequested, catalog.BillingSettle, catalog.BillingSettle, catalog.EventSettleRequested},
 		{task.StateChanged{TaskID: id, TenantID: tk.TenantID, To: task.Queued}, catalog.EventTaskStateChanged, catalog.GenerationStateFIFO, catalog.GenerationStateFIFO, catalog.EventTaskStateChanged},
 		{task.ReconcileDue{TaskID: id, AttemptID: id}, catalog.EventReconcileDue, catalog.ReconcileDelay, catalog.ReconcileDelay, catalog.EventReconcileDue},
