@@ -24,6 +24,7 @@ const (
 	CodeMethodNotAllowed       = "method_not_allowed"       // 405
 	CodeIdempotencyConflict    = "idempotency_conflict"     // 409: Idempotency-Key reused with another request
 	CodeNotUploaded            = "not_uploaded"             // 409: an upload is completed before its file was PUT
+	CodeQuotaExceeded          = "quota_exceeded"           // 409: the tenant (or project) holds the most it may; the message names the limit
 	CodeUploadMismatch         = "upload_mismatch"          // 422: the uploaded file's size or sha256 is not the one announced
 	CodeInvalidTimeline        = "invalid_timeline"         // 400/422: a timeline that cannot be read or rendered (the message names the element)
 	CodeTaskFinished           = "task_finished"            // 409: the task is terminal and cannot be canceled

@@ -81,25 +81,36 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request, p tenant.
 	return nil
 }
 
-// getProject serves GET /v1/projects/{id}: the project and its
-// revisions.
+// getProject serves GET /v1/projects/{id}: the project and a page of its
+// revisions, oldest first, as summaries (no source, no spec: GET
+// .../revisions/{r} has those); ?limit= and ?cursor= as GET /v1/assets.
 func (s *Server) getProject(w http.ResponseWriter, r *http.Request, p tenant.Principal) *apiError {
 	pr, e := s.tenantProject(r, p)
 	if e != nil {
 		return e
 	}
-	revs, err := project.Revisions(r.Context(), s.pool, pr)
+	limit, e := pageSize(r)
+	if e != nil {
+		return e
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), dbTimeout)
+	defer cancel()
+	revs, next, err := project.RevisionPage(ctx, s.pool, pr, r.URL.Query().Get("cursor"), limit)
+	if errors.Is(err, project.ErrBadCursor) {
+		return errorf(http.StatusBadRequest, CodeInvalidField, "cursor is not one GET /v1/projects/%s returned; start again without it", pr.ID)
+	}
 	if err != nil {
-		return s.internal(r.Context(), "list revisions", err)
+		return s.internal(ctx, "list revisions", err)
 	}
 	views := make([]revisionView, len(revs))
 	for i, rv := range revs {
-		views[i] = revisionViewOf(rv, false)
+		views[i] = revisionView{RevisionID: rv.ID, ProjectID: pr.ID, Format: rv.Format, DurationSeconds: float64(rv.DurationUS) / 1e6, CreatedAt: rv.CreatedAt}
 	}
 	writeJSON(w, http.StatusOK, struct {
 		projectRef
-		Revisions []revisionView `json:"revisions"`
-	}{projectRef{ProjectID: pr.ID, Name: pr.Name, CreatedAt: pr.CreatedAt}, views})
+		Revisions  []revisionView `json:"revisions"`
+		NextCursor string         `json:"next_cursor,omitempty"`
+	}{projectRef{ProjectID: pr.ID, Name: pr.Name, CreatedAt: pr.CreatedAt}, views, next})
 	return nil
 }
 
@@ -170,7 +181,10 @@ func (s *Server) createRevision(w http.ResponseWriter, r *http.Request, p tenant
 	if err != nil {
 		return s.internal(ctx, "lower timeline", err)
 	}
-	rev, created, err := project.AddRevision(ctx, s.pool, pr, format, source, spec)
+	rev, created, err := project.AddRevision(ctx, s.pool, pr, format, source, spec, project.MaxRevisions)
+	if errors.Is(err, project.ErrTooManyRevisions) {
+		return errorf(http.StatusConflict, CodeQuotaExceeded, "project %s holds %d revisions, the most a project may; make a new project", pr.ID, project.MaxRevisions)
+	}
 	if err != nil {
 		return s.internal(ctx, "record revision", err)
 	}

@@ -82,6 +82,19 @@ func TestRevisionsAreImmutableAndFoundAgain(t *testing.T) {
 
 	listing := b.do(t, http.MethodGet, "/v1/projects/"+projectID, key, "")
 	require.Len(t, listing.json(t)["revisions"], 2)
+	// Pages of summaries, oldest first: no source, no spec.
+	page := b.do(t, http.MethodGet, "/v1/projects/"+projectID+"?limit=1", key, "").json(t)
+	revs := page["revisions"].([]any)
+	require.Len(t, revs, 1)
+	require.Equal(t, first["revision_id"], revs[0].(map[string]any)["revision_id"])
+	require.NotContains(t, revs[0], "spec")
+	cursor, _ := page["next_cursor"].(string)
+	require.NotEmpty(t, cursor)
+	page = b.do(t, http.MethodGet, "/v1/projects/"+projectID+"?limit=1&cursor="+cursor, key, "").json(t)
+	require.Equal(t, otio["revision_id"], page["revisions"].([]any)[0].(map[string]any)["revision_id"])
+	require.NotContains(t, page, "next_cursor", "the last page")
+	bad := b.do(t, http.MethodGet, "/v1/projects/"+projectID+"?cursor=nope", key, "")
+	require.Equal(t, http.StatusBadRequest, bad.status, "body: %s", bad.body)
 
 	_, strangerKey := stagetest.NewTenant(t, b.pool)
 	hidden := b.do(t, http.MethodGet, "/v1/projects/"+projectID, strangerKey, "")

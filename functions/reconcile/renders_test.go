@@ -24,7 +24,7 @@ func (b *scanBundle) render(t *testing.T, status render.Status, age time.Duratio
 	pr, err := project.Create(t.Context(), b.pool, b.tenantID, "p")
 	require.NoError(t, err)
 	spec := timeline.Spec{Clips: []timeline.Clip{{AssetID: uuid.New(), OutUS: 20_000_000}}, DurationUS: 20_000_000}
-	rev, _, err := project.AddRevision(t.Context(), b.pool, pr, project.FormatTimeline, json.RawMessage(`{}`), spec)
+	rev, _, err := project.AddRevision(t.Context(), b.pool, pr, project.FormatTimeline, json.RawMessage(`{}`), spec, project.MaxRevisions)
 	require.NoError(t, err)
 	key := strings.Repeat(uuid.NewString()[:2], 32)
 	var j render.Job

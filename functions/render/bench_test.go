@@ -83,7 +83,7 @@ func (f *fixture) retitled(tb testing.TB, text string) project.Revision {
 	spec.Titles[0].Text = text
 	pr, err := project.Get(tb.Context(), f.pool, f.tenantID, f.revision.ProjectID)
 	require.NoError(tb, err)
-	rev, _, err := project.AddRevision(tb.Context(), f.pool, pr, project.FormatTimeline, f.revision.Source, spec)
+	rev, _, err := project.AddRevision(tb.Context(), f.pool, pr, project.FormatTimeline, f.revision.Source, spec, project.MaxRevisions)
 	require.NoError(tb, err)
 	return rev
 }

@@ -61,7 +61,7 @@ func queuedRender(t *testing.T, pool *pgxpool.Pool) renders.Job {
 	pr, err := project.Create(t.Context(), pool, tenantID, "contract")
 	require.NoError(t, err)
 	spec := timeline.Spec{Clips: []timeline.Clip{{AssetID: uuid.New(), InUS: 0, OutUS: 3_000_000}}, DurationUS: 3_000_000}
-	rev, _, err := project.AddRevision(t.Context(), pool, pr, project.FormatTimeline, json.RawMessage(`{}`), spec)
+	rev, _, err := project.AddRevision(t.Context(), pool, pr, project.FormatTimeline, json.RawMessage(`{}`), spec, project.MaxRevisions)
 	require.NoError(t, err)
 	var j renders.Job
 	require.NoError(t, pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error {

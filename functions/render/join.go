@@ -155,6 +155,23 @@ func (s *renderer) join(ctx context.Context, d stage.Delivery[task.RenderRequest
 		if joined, err = renders.Drop(ctx, tx, cur.TenantID, cur.Key); err != nil {
 			return "", err
 		}
+		if !running && !recorded {
+			// Canceled while it joined, this render recorded the output for
+			// the renders that wait on it, and is not charged: the first of
+			// them takes the output and pays for it, so that a reused output
+			// is free only when the render that recorded it was charged.
+			payer, err := renders.Lock(ctx, tx, siblings[0].ID)
+			if err != nil {
+				return "", err
+			}
+			if payer.Status == renders.Rendering {
+				if _, err := renders.Apply(ctx, tx, d.Origin, payer, renders.Change{To: renders.Succeeded, OutputAssetID: &id,
+					Progress: task.Ptr(100)}); err != nil {
+					return "", err
+				}
+				siblings = siblings[1:]
+			}
+		}
 		var wake []outbox.Event
 		for _, sib := range siblings {
 			ev, err := sib.Ask(d.Origin, task.RenderJoin, 0)

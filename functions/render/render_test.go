@@ -3,6 +3,7 @@ package render_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,6 +35,7 @@ import (
 	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/project"
 	renders "github.com/aivedio/pipeline/shared/render"
+	"github.com/aivedio/pipeline/shared/slots"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/timeline"
 )
@@ -98,7 +100,7 @@ func fixtureOf(t testing.TB, p render.Params, clip time.Duration) *fixture {
 	require.NoError(t, err)
 	source, err := json.Marshal(map[string]any{"test": true})
 	require.NoError(t, err)
-	f.revision, _, err = project.AddRevision(t.Context(), f.pool, pr, project.FormatTimeline, source, spec)
+	f.revision, _, err = project.AddRevision(t.Context(), f.pool, pr, project.FormatTimeline, source, spec, project.MaxRevisions)
 	require.NoError(t, err)
 
 	p.Pool, p.Blob = f.pool, f.store
@@ -765,4 +767,178 @@ func TestAJoinOverADamagedChunkRendersItAgain(t *testing.T) {
 	again, err := renders.GetChunk(t.Context(), f.pool, j.TenantID, j.Key, chunks[len(chunks)-1].Window.Index)
 	require.NoError(t, err)
 	require.Equal(t, renders.ChunkPending, again.Status, "the damaged chunk renders again")
+}
+
+// TestATenantRendersAtMostItsChunksAtOnce: with RENDER_TENANT_CHUNKS 1 and
+// the tenant's one slot held elsewhere (another render function rendering
+// one of its chunks), every chunk delivery is acknowledged and asked again
+// later on render.export.delay, none claimed and no ffmpeg run; once the
+// slot is free, the chunks delivered all at once render one at a time,
+// the others put off again, and the render ends with one capture and
+// every slot given back.
+func TestATenantRendersAtMostItsChunksAtOnce(t *testing.T) {
+	t.Parallel()
+	limiter := slots.New(stagetest.NewRedis(t), &slots.Opts{KeyPrefix: "test:" + uuid.NewString() + ":"})
+	f := newFixture(t, render.Params{Slots: limiter, TenantChunks: 1})
+	j := f.request(t, "720p30-h264")
+	for _, ev := range f.pending(t) {
+		require.NoError(t, f.deliver(t.Context(), t, ev)) // start: three chunks
+	}
+	chunkEvents := f.pending(t)
+	require.Len(t, chunkEvents, 3)
+
+	scope := "render-tenant:" + f.tenantID.String()
+	elsewhere, err := limiter.Acquire(t.Context(), slots.AcquireParams{Scopes: []slots.Scope{{Name: scope, Limit: 1}}, Holder: "another-render", TTL: time.Minute})
+	require.NoError(t, err)
+	for _, ev := range chunkEvents {
+		require.NoError(t, f.deliver(t.Context(), t, ev), "a chunk that waits for a slot is acknowledged")
+	}
+	c, err := renders.Chunks(t.Context(), f.pool, j.TenantID, j.Key)
+	require.NoError(t, err)
+	for _, ch := range c {
+		require.Equal(t, renders.ChunkPending, ch.Status, "chunk %d claimed without a slot", ch.Window.Index)
+	}
+	later := f.pending(t)
+	require.Len(t, later, 3, "each chunk asked again")
+	for _, ev := range later {
+		require.Equal(t, catalog.RenderExportDelay.Name, ev.Topic.Name)
+		require.True(t, ev.DeliverAt.After(time.Now()), "due later: %s", ev.DeliverAt)
+		var p task.RenderRequested
+		require.NoError(t, json.Unmarshal(ev.Envelope.Payload, &p))
+		require.Equal(t, 1, p.SlotWaits)
+	}
+	require.NoError(t, limiter.Release(t.Context(), elsewhere))
+
+	// All at once: one claims the slot and renders, the others that came
+	// while it rendered wait again; never two chunks rendering at once.
+	maxBusy := make(chan int)
+	watch, stop := context.WithCancel(t.Context())
+	go func() {
+		most := 0
+		for watch.Err() == nil {
+			var busy int
+			if err := f.pool.QueryRow(watch, `SELECT count(*) FROM render_chunks WHERE tenant_id = $1 AND status = 'RENDERING'`, f.tenantID).Scan(&busy); err == nil {
+				most = max(most, busy)
+			}
+			time.Sleep(5 * time.Millisecond) // a sampling interval, not a wait for a condition
+		}
+		maxBusy <- most
+	}()
+	var wg sync.WaitGroup
+	for _, ev := range later {
+		wg.Go(func() { require.NoError(t, f.deliver(t.Context(), t, ev)) })
+	}
+	wg.Wait()
+	stop()
+	require.Equal(t, 1, <-maxBusy, "one chunk of the tenant rendering at a time")
+	c, err = renders.Chunks(t.Context(), f.pool, j.TenantID, j.Key)
+	require.NoError(t, err)
+	var done int
+	for _, ch := range c {
+		if ch.Status == renders.ChunkDone {
+			done++
+		}
+	}
+	again := f.pending(t)
+	t.Logf("delivered at once: %d rendered, %d put off again", done, len(again))
+	require.Positive(t, done)
+	require.Len(t, again, 3-done, "each chunk not rendered was put off again")
+	inUse, err := limiter.InUse(t.Context(), scope)
+	require.NoError(t, err)
+	require.Zero(t, inUse, "a rendered chunk gives its slot back")
+	for _, ev := range again {
+		require.NoError(t, f.deliver(t.Context(), t, ev))
+	}
+	f.drain(t)
+	got, err := renders.Get(t.Context(), f.pool, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, renders.Succeeded, got.Status, "%s %s", got.ErrorCode, got.ErrorMessage)
+	require.Equal(t, billing.Captured, f.reservation(t, j))
+	inUse, err = limiter.InUse(t.Context(), scope)
+	require.NoError(t, err)
+	require.Zero(t, inUse)
+}
+
+// TestACanceledJoinChargesTheRenderThatTakesItsOutput: of two renders of
+// the same content, the one whose join runs is canceled inside the join's
+// window (ffmpeg concatenating). Its join still records the output for
+// the other, which waited on the same chunks; that one takes it and is
+// charged. One content rendered, one capture: the canceled render is
+// released, and no render ends reused from an output nobody paid for.
+func TestACanceledJoinChargesTheRenderThatTakesItsOutput(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	joining, proceed := filepath.Join(dir, "joining"), filepath.Join(dir, "proceed")
+	wrapper := filepath.Join(dir, "ffmpeg")
+	// The join's ffmpeg run (-f concat) says it started and waits for the
+	// test before it runs; every other run is ffmpeg itself.
+	script := fmt.Sprintf("#!/bin/sh\ncase \" $* \" in *\" concat \"*) : > %q\n  i=0; while [ ! -e %q ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done;;\nesac\nexec %q \"$@\"\n",
+		joining, proceed, mediatest.FFmpeg(t))
+	require.NoError(t, os.WriteFile(wrapper, []byte(script), 0o755))
+	f := newFixture(t, render.Params{Media: media.New(config.Media{FFmpegPath: wrapper, FFprobePath: mediatest.FFprobe(t)})})
+	a, b := f.request(t, "720p30-h264"), f.request(t, "720p30-h264")
+	isJoin := func(ev outbox.Stored) bool {
+		var p task.RenderRequested
+		return json.Unmarshal(ev.Envelope.Payload, &p) == nil && p.Step == task.RenderJoin
+	}
+	// Every chunk stored, no join run yet.
+	var joins []outbox.Stored
+	for range 50 {
+		evs := f.pending(t)
+		if len(evs) == 0 {
+			break
+		}
+		for _, ev := range evs {
+			if isJoin(ev) {
+				joins = append(joins, ev)
+				continue
+			}
+			require.NoError(t, f.deliver(t.Context(), t, ev))
+		}
+	}
+	require.NotEmpty(t, joins, "the chunk that completed the set asked for a join")
+	joiner := joins[0]
+	canceled := a
+	if joiner.Envelope.AggregateID == b.ID.String() {
+		canceled = b
+	}
+	joined := make(chan error, 1)
+	go func() { joined <- f.deliver(t.Context(), t, joiner) }()
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(joining)
+		return err == nil
+	}, 30*time.Second, 10*time.Millisecond, "the join's ffmpeg run started")
+	require.NoError(t, pgx.BeginFunc(t.Context(), f.pool, func(tx pgx.Tx) error {
+		cur, err := renders.Lock(t.Context(), tx, canceled.ID)
+		if err != nil {
+			return err
+		}
+		_, err = renders.Apply(t.Context(), tx, task.Origin{Producer: "test"}, cur, renders.Change{To: renders.Canceled})
+		return err
+	}))
+	require.NoError(t, os.WriteFile(proceed, nil, 0o644))
+	require.NoError(t, <-joined)
+	for _, ev := range joins[1:] {
+		require.NoError(t, f.deliver(t.Context(), t, ev))
+	}
+	f.drain(t)
+
+	other := a
+	if canceled.ID == a.ID {
+		other = b
+	}
+	gc, err := renders.Get(t.Context(), f.pool, canceled.ID)
+	require.NoError(t, err)
+	require.Equal(t, renders.Canceled, gc.Status)
+	require.Equal(t, billing.Released, f.reservation(t, canceled))
+	got, err := renders.Get(t.Context(), f.pool, other.ID)
+	require.NoError(t, err)
+	require.Equal(t, renders.Succeeded, got.Status, "%s %s", got.ErrorCode, got.ErrorMessage)
+	require.NotNil(t, got.OutputAssetID)
+	require.Equal(t, billing.Captured, f.reservation(t, other), "the render that took the output recorded for it pays for it")
+	var captures, outputs int
+	require.NoError(t, f.pool.QueryRow(t.Context(), `SELECT count(*) FROM credit_ledger WHERE ledger_business_type = 'CAPTURE'`).Scan(&captures))
+	require.NoError(t, f.pool.QueryRow(t.Context(), `SELECT count(*) FROM assets WHERE kind = 'RENDER'`).Scan(&outputs))
+	require.Equal(t, 1, captures, "one content rendered, one capture")
+	require.Equal(t, 1, outputs)
 }

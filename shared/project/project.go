@@ -71,27 +71,99 @@ func Get(ctx context.Context, q pg.Querier, tenantID, id uuid.UUID) (Project, er
 	return p, nil
 }
 
+// MaxRevisions is how many revisions a project holds at most.
+const MaxRevisions = 1000
+
+// ErrTooManyRevisions: the project holds its most revisions already.
+var ErrTooManyRevisions = errors.New("the project holds the most revisions it may")
+
 // AddRevision records spec, lowered from source in format, as a revision of
-// p, or finds the revision of p with the same spec (created false).
-func AddRevision(ctx context.Context, q pg.Querier, p Project, format string, source json.RawMessage, spec timeline.Spec) (r Revision, created bool, err error) {
+// p, or finds the revision of p with the same spec (created false). A
+// project holds at most maxRevisions (ErrTooManyRevisions past it; the
+// same spec again is still found): the project's row is locked while the
+// revisions are counted, so concurrent posts cannot pass the cap together.
+func AddRevision(ctx context.Context, db pg.DB, p Project, format string, source json.RawMessage, spec timeline.Spec, maxRevisions int) (r Revision, created bool, err error) {
 	raw, err := json.Marshal(spec)
 	if err != nil {
 		return Revision{}, false, fmt.Errorf("encode spec: %w", err)
 	}
-	id := uuid.Must(uuid.NewV7())
 	var got uuid.UUID
-	err = q.QueryRow(ctx, `INSERT INTO project_revisions (revision_id, project_id, tenant_id, content_sha256, format, source, spec, duration_us)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (project_id, content_sha256) DO NOTHING RETURNING revision_id`,
-		id, p.ID, p.TenantID, spec.Hash(), format, []byte(source), raw, spec.DurationUS).Scan(&got)
-	created = err == nil
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = q.QueryRow(ctx, `SELECT revision_id FROM project_revisions WHERE project_id = $1 AND content_sha256 = $2`, p.ID, spec.Hash()).Scan(&got)
-	}
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT project_id FROM projects WHERE project_id = $1 FOR UPDATE`, p.ID).Scan(&got); err != nil {
+			return fmt.Errorf("lock project %s: %w", p.ID, err)
+		}
+		err := tx.QueryRow(ctx, `SELECT revision_id FROM project_revisions WHERE project_id = $1 AND content_sha256 = $2`, p.ID, spec.Hash()).Scan(&got)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("look for revision of project %s: %w", p.ID, err)
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM project_revisions WHERE project_id = $1`, p.ID).Scan(&n); err != nil {
+			return fmt.Errorf("count revisions of project %s: %w", p.ID, err)
+		}
+		if n >= maxRevisions {
+			return fmt.Errorf("project %s holds %d revisions: %w", p.ID, n, ErrTooManyRevisions)
+		}
+		got, created = uuid.Must(uuid.NewV7()), true
+		if _, err := tx.Exec(ctx, `INSERT INTO project_revisions (revision_id, project_id, tenant_id, content_sha256, format, source, spec, duration_us)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, got, p.ID, p.TenantID, spec.Hash(), format, []byte(source), raw, spec.DurationUS); err != nil {
+			return fmt.Errorf("record revision of project %s: %w", p.ID, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return Revision{}, false, fmt.Errorf("record revision of project %s: %w", p.ID, err)
+		return Revision{}, false, err
 	}
-	r, err = GetRevision(ctx, q, p.TenantID, got)
+	r, err = GetRevision(ctx, db, p.TenantID, got)
 	return r, created, err
+}
+
+// Summary is a revision without its source and spec, as a listing shows it.
+type Summary struct {
+	ID         uuid.UUID
+	Format     string
+	DurationUS int64
+	CreatedAt  time.Time
+}
+
+// ErrBadCursor: a cursor a listing did not return.
+var ErrBadCursor = errors.New("cursor is not one a listing returned")
+
+// RevisionPage lists at most limit revisions of p, oldest first, after
+// cursor ("" for the first page), and the cursor of the next page ("" at
+// the end). Revision ids are time-ordered (UUIDv7), so the cursor is the
+// last id of the page: revisions added meanwhile come on later pages.
+func RevisionPage(ctx context.Context, q pg.Querier, p Project, cursor string, limit int) ([]Summary, string, error) {
+	after := uuid.Nil
+	if cursor != "" {
+		id, err := uuid.Parse(cursor)
+		if err != nil || id.Version() != 7 {
+			return nil, "", ErrBadCursor
+		}
+		after = id
+	}
+	rows, err := q.Query(ctx, `SELECT revision_id, format, duration_us, created_at FROM project_revisions
+		WHERE project_id = $1 AND revision_id > $2 ORDER BY revision_id LIMIT $3`, p.ID, after, limit+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("list revisions of %s: %w", p.ID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Summary, error) {
+		var s Summary
+		err := r.Scan(&s.ID, &s.Format, &s.DurationUS, &s.CreatedAt)
+		s.CreatedAt = s.CreatedAt.UTC()
+		return s, err
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("list revisions of %s: %w", p.ID, err)
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		next = out[limit-1].ID.String()
+	}
+	return out, next, nil
 }
 
 // GetRevision reads a revision of tenantID; another tenant's reads as
@@ -112,25 +184,4 @@ func GetRevision(ctx context.Context, q pg.Querier, tenantID, id uuid.UUID) (Rev
 	}
 	r.CreatedAt = r.CreatedAt.UTC()
 	return r, nil
-}
-
-// Revisions lists the revisions of p, oldest first.
-func Revisions(ctx context.Context, q pg.Querier, p Project) ([]Revision, error) {
-	rows, err := q.Query(ctx, `SELECT revision_id FROM project_revisions WHERE project_id = $1 ORDER BY created_at, revision_id`, p.ID)
-	if err != nil {
-		return nil, fmt.Errorf("list revisions of %s: %w", p.ID, err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Revision, 0, len(ids))
-	for _, id := range ids {
-		r, err := GetRevision(ctx, q, p.TenantID, id)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
 }
