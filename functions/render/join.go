@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -160,16 +161,16 @@ func (s *renderer) join(ctx context.Context, d stage.Delivery[task.RenderRequest
 			// the renders that wait on it, and is not charged: the first of
 			// them takes the output and pays for it, so that a reused output
 			// is free only when the render that recorded it was charged.
-			payer, err := renders.Lock(ctx, tx, siblings[0].ID)
+			payer, err := runningSibling(ctx, tx, cur)
 			if err != nil {
 				return "", err
 			}
-			if payer.Status == renders.Rendering {
-				if _, err := renders.Apply(ctx, tx, d.Origin, payer, renders.Change{To: renders.Succeeded, OutputAssetID: &id,
+			if payer != nil {
+				if _, err := renders.Apply(ctx, tx, d.Origin, *payer, renders.Change{To: renders.Succeeded, OutputAssetID: &id,
 					Progress: task.Ptr(100)}); err != nil {
 					return "", err
 				}
-				siblings = siblings[1:]
+				siblings = slices.DeleteFunc(siblings, func(sib renders.Job) bool { return sib.ID == payer.ID })
 			}
 		}
 		var wake []outbox.Event

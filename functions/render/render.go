@@ -433,6 +433,7 @@ func (s *renderer) watch(ctx context.Context, cancel context.CancelCauseFunc, j 
 func (s *renderer) held(ctx context.Context, d stage.Delivery[task.RenderRequested], j renders.Job, index int, slot *tenantSlot) error {
 	c, err := renders.GetChunk(ctx, s.Pool, j.TenantID, j.Key, index)
 	if err != nil {
+		slot.release(ctx)
 		return err
 	}
 	if c.Status != renders.ChunkRendering {
@@ -481,6 +482,9 @@ func (s *renderer) chunk(ctx context.Context, d stage.Delivery[task.RenderReques
 	}
 	l, ok, err := renders.Claim(ctx, s.Pool, j.TenantID, j.Key, index, s.Lease)
 	if err != nil {
+		// Unknown who holds the chunk: a live holder takes the slot again
+		// at its next renewal, a slot kept here would sit idle.
+		slot.release(ctx)
 		return err
 	}
 	if !ok {
@@ -559,7 +563,9 @@ func (s *renderer) chunk(ctx context.Context, d stage.Delivery[task.RenderReques
 			return "", err
 		}
 		if !stored {
-			orphan = obj.ObjectKey
+			// The claim ran out and another delivery took the chunk: the
+			// slot is that delivery's now.
+			orphan, keepSlot = obj.ObjectKey, true
 			return inbox.StaleNoop, nil
 		}
 		if err := renders.Touch(ctx, tx, cur.TenantID, cur.Key, cur.ID); err != nil {

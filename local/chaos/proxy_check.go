@@ -114,7 +114,7 @@ func (w *world) checkProxyRecovery(_ context.Context, r *report) error {
 	for i := range r.ProxyRestarts {
 		p := &r.ProxyRestarts[i]
 		until := p.Back.Add(deafWindow)
-		if i+1 < len(r.ProxyRestarts) {
+		if i+1 < len(r.ProxyRestarts) && r.ProxyRestarts[i+1].Began.Before(until) {
 			until = r.ProxyRestarts[i+1].Began
 		}
 		p.Deaf = map[string]time.Duration{}

@@ -134,7 +134,8 @@ var ErrBadCursor = errors.New("cursor is not one a listing returned")
 // RevisionPage lists at most limit revisions of p, oldest first, after
 // cursor ("" for the first page), and the cursor of the next page ("" at
 // the end). Revision ids are time-ordered (UUIDv7), so the cursor is the
-// last id of the page: revisions added meanwhile come on later pages.
+// last id of the page and a revision added after a page was read sorts
+// after it (up to the clock skew between API instances).
 func RevisionPage(ctx context.Context, q pg.Querier, p Project, cursor string, limit int) ([]Summary, string, error) {
 	after := uuid.Nil
 	if cursor != "" {
