@@ -38,6 +38,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/binding"
@@ -67,8 +68,11 @@ type Params struct {
 	Deliverer  Deliverer
 	Quarantine quarantine.Execer // where poison is recorded
 	// Workers bounds concurrent deliveries; config.DefaultSourceWorkers
-	// when zero. Receive asks for no more messages than there are free
-	// workers, so prefetch is bounded too.
+	// when zero. One worker of them is each consumer's own, so that one
+	// subscription's long deliveries never leave another without a receive
+	// (a group has at least one worker per consumer whatever Workers says);
+	// the rest are shared. Receive asks for no more messages than there are
+	// free workers, so prefetch is bounded too.
 	Workers int
 	// Invisible is how long a received message stays hidden while it is
 	// handled; config.DefaultSourceInvisible when zero. It must exceed
@@ -132,14 +136,17 @@ func (s *Source) Run(ctx context.Context) error {
 		time.AfterFunc(s.p.DrainTimeout, stopReceiving)
 	})
 
-	// slots is the worker pool shared by every receive loop.
-	slots := make(chan struct{}, s.p.Workers)
-	var inFlight, loops sync.WaitGroup
+	shared := make(chan struct{}, max(s.p.Workers-len(s.p.Consumers), 0))
+	var (
+		inFlight, loops sync.WaitGroup
+		busy            atomic.Int64
+	)
 	for _, c := range s.p.Consumers {
 		loops.Add(1)
+		pool := &workers{own: make(chan struct{}, 1), shared: shared, busy: &busy}
 		go func() {
 			defer loops.Done()
-			s.receiveLoop(ctx, receiving, work, c, slots, &inFlight)
+			s.receiveLoop(ctx, receiving, work, c, pool, &inFlight)
 		}()
 	}
 	loops.Wait()
@@ -150,7 +157,7 @@ func (s *Source) Run(ctx context.Context) error {
 	select {
 	case <-drained:
 	case <-time.After(time.Until(drainBy)):
-		s.p.Logger.Warn("drain timeout: abandoning in-flight messages without ACK", slog.String("consumer_group", s.p.Group.Name), slog.Int("in_flight", len(slots)))
+		s.p.Logger.Warn("drain timeout: abandoning in-flight messages without ACK", slog.String("consumer_group", s.p.Group.Name), slog.Int64("in_flight", busy.Load()))
 		abandon()
 		select {
 		case <-drained:
@@ -166,65 +173,99 @@ func (s *Source) Run(ctx context.Context) error {
 // abandonWait bounds the wait for canceled deliveries to return.
 const abandonWait = 5 * time.Second
 
+// workers are the delivery workers one receive loop may take: its own, and
+// those the group's loops share.
+type workers struct {
+	own, shared chan struct{}
+	busy        *atomic.Int64 // workers taken across the group
+}
+
+// worker is one taken worker; free gives it back.
+type worker chan struct{}
+
+func (w worker) free(p *workers) {
+	<-w
+	p.busy.Add(-1)
+}
+
+// take waits for one free worker, then takes every other free one too, up
+// to n in all. It returns none once ctx ends.
+func (p *workers) take(ctx context.Context, n int) []worker {
+	var got []worker
+	select {
+	case p.own <- struct{}{}:
+		got = append(got, p.own)
+	case p.shared <- struct{}{}:
+		got = append(got, p.shared)
+	case <-ctx.Done():
+		return nil
+	}
+	for len(got) < n {
+		select {
+		case p.own <- struct{}{}:
+			got = append(got, p.own)
+			continue
+		default:
+		}
+		select {
+		case p.shared <- struct{}{}:
+			got = append(got, p.shared)
+			continue
+		default:
+		}
+		break
+	}
+	p.busy.Add(int64(len(got)))
+	return got
+}
+
 // receiveLoop asks c for as many messages as there are free workers, up to
 // its share of them, and hands each to a worker. The share keeps a loop
 // long-polling an idle topic from holding every free worker while another
 // topic of the group has messages waiting. Receives run on receiving, which
 // a stop does not end (see the package doc); what one brings after the
 // stop is given back.
-func (s *Source) receiveLoop(ctx, receiving, work context.Context, c mq.Consumer, slots chan struct{}, inFlight *sync.WaitGroup) {
+func (s *Source) receiveLoop(ctx, receiving, work context.Context, c mq.Consumer, pool *workers, inFlight *sync.WaitGroup) {
 	share := max(1, s.p.Workers/len(s.p.Consumers))
 	for ctx.Err() == nil {
-		// Wait for one free worker, then take every other free one too.
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
+		taken := pool.take(ctx, share)
+		if len(taken) == 0 {
 			return
 		}
-		taken := 1
-	more:
-		for taken < share {
-			select {
-			case slots <- struct{}{}:
-				taken++
-			default:
-				break more
-			}
-		}
-		batch, err := c.Receive(receiving, taken, s.p.Invisible)
+		batch, err := c.Receive(receiving, len(taken), s.p.Invisible)
 		observeLateness(s.late, batch, time.Now())
 		s.hold(batch...)
-		for range taken - len(batch) {
-			<-slots
+		for _, w := range taken[len(batch):] {
+			w.free(pool)
 		}
-		if ctx.Err() != nil {
-			for _, msg := range batch {
+		taken = taken[:len(batch)]
+		if ctx.Err() != nil || err != nil {
+			for i, msg := range batch { // none on error from today's consumers, but never leak one
 				s.giveBack(c, msg)
 				s.release(msg)
-				<-slots
+				taken[i].free(pool)
 			}
-			return
-		}
-		if err != nil {
-			for _, msg := range batch { // none from today's consumers, but never leak one
-				s.giveBack(c, msg)
-				s.release(msg)
-				<-slots
+			if ctx.Err() != nil {
+				return
 			}
-			if ctx.Err() == nil {
-				s.p.Logger.WarnContext(ctx, "receive failed", slog.String("consumer_group", s.p.Group.Name), slog.String("error", err.Error()))
-				s.pause(ctx, time.Second)
-			}
+			s.p.Logger.WarnContext(ctx, "receive failed", slog.String("consumer_group", s.p.Group.Name), slog.String("error", err.Error()))
+			s.pause(ctx, time.Second)
 			continue
 		}
-		for _, chain := range chains(batch) {
+		for _, chain := range chains(batch, taken) {
 			inFlight.Add(1)
 			go func() {
 				defer inFlight.Done()
-				s.handleChain(work, c, chain, slots)
+				s.handleChain(work, c, chain, pool)
 			}()
 		}
 	}
+}
+
+// leased is a received message and the worker that handles it.
+type leased struct {
+	msg    *mq.Received
+	worker worker
 }
 
 // chains splits a batch into the runs that must be handled one after
@@ -232,12 +273,13 @@ func (s *Source) receiveLoop(ctx, receiving, work context.Context, c mq.Consumer
 // (a FIFO receive may hand over several of one group at once). A message
 // without a group is a chain of its own, so it runs in parallel with
 // everything else.
-func chains(batch []*mq.Received) [][]*mq.Received {
-	var out [][]*mq.Received
+func chains(batch []*mq.Received, taken []worker) [][]leased {
+	var out [][]leased
 	byGroup := map[string]int{}
-	for _, msg := range batch {
+	for n, msg := range batch {
+		l := leased{msg, taken[n]}
 		if msg.MessageGroup == "" {
-			out = append(out, []*mq.Received{msg})
+			out = append(out, []leased{l})
 			continue
 		}
 		i, ok := byGroup[msg.MessageGroup]
@@ -246,7 +288,7 @@ func chains(batch []*mq.Received) [][]*mq.Received {
 			byGroup[msg.MessageGroup] = i
 			out = append(out, nil)
 		}
-		out[i] = append(out[i], msg)
+		out[i] = append(out[i], l)
 	}
 	return out
 }
@@ -255,18 +297,18 @@ func chains(batch []*mq.Received) [][]*mq.Received {
 // When a message is not settled for good (it will be retried, or work
 // stopped), the rest of its chain must not overtake it: they go back to the
 // broker unhandled, to follow it.
-func (s *Source) handleChain(ctx context.Context, c mq.Consumer, chain []*mq.Received, slots chan struct{}) {
-	for i, msg := range chain {
-		result := s.handle(ctx, c, msg)
-		s.release(msg)
-		<-slots
+func (s *Source) handleChain(ctx context.Context, c mq.Consumer, chain []leased, pool *workers) {
+	for i, l := range chain {
+		result := s.handle(ctx, c, l.msg)
+		s.release(l.msg)
+		l.worker.free(pool)
 		if result == resultAcked || result == resultQuarantined {
 			continue
 		}
 		for _, rest := range chain[i+1:] {
-			s.handBack(ctx, c, msg, rest)
-			s.release(rest)
-			<-slots
+			s.handBack(ctx, c, l.msg, rest.msg)
+			s.release(rest.msg)
+			rest.worker.free(pool)
 		}
 		return
 	}

@@ -525,3 +525,64 @@ func TestRetryAfterOverridesBackoff(t *testing.T) {
 	stop()
 	b.requireSettled(t)
 }
+
+// TestASubscriptionIsNotStarvedByItsSiblings: a group reads two topics; the
+// first's deliveries hang and take every worker they can, yet the second's
+// event is delivered, because each consumer keeps a worker of its own.
+func TestASubscriptionIsNotStarvedByItsSiblings(t *testing.T) {
+	t.Parallel()
+	slow := catalog.Topic{Name: "t_source_slow", Type: catalog.Normal}
+	quick := catalog.Topic{Name: "t_source_quick", Type: catalog.Normal}
+	group := catalog.Group{Name: "cg.source.siblings.v1", Stage: "test", MaxDeliveryAttempts: 3,
+		Subscriptions: []catalog.Subscription{{Topic: slow}, {Topic: quick}}}
+	broker := memmq.New(&memmq.Opts{MinInvisible: time.Millisecond})
+	broker.Apply([]catalog.Topic{slow, quick}, []catalog.Group{group})
+	var consumers []mq.Consumer
+	for _, topic := range []catalog.Topic{slow, quick} {
+		c, err := broker.Consumer(group.BrokerName(), map[string]string{topic.BrokerName(): "*"}, 20*time.Millisecond)
+		require.NoError(t, err)
+		consumers = append(consumers, c)
+	}
+	send := func(topic catalog.Topic) event.Event {
+		ev := validEvent(t)
+		_, err := cerocketmq.NewSender(broker.Producer(), topic.BrokerName()).SendMessage(context.Background(), binding.ToMessage(&ev))
+		require.NoError(t, err)
+		return ev
+	}
+	hang := make(chan struct{})
+	defer close(hang)
+	var hanging atomic.Int32
+	slowIDs := map[string]bool{}
+	for range 6 {
+		slowIDs[send(slow).ID()] = true
+	}
+	d := newRecorder(func(ctx context.Context, ev event.Event, _ int) error {
+		if slowIDs[ev.ID()] {
+			hanging.Add(1)
+			select {
+			case <-hang:
+			case <-ctx.Done():
+			}
+			return ctx.Err()
+		}
+		return nil
+	})
+
+	const workers = 3
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- source.New(source.Params{
+			Group: group, Consumers: consumers, Deliverer: d, Quarantine: dbtest.TestSchema(t),
+			Workers: workers, Invisible: time.Minute, HandlerTimeout: time.Minute, DrainTimeout: 100 * time.Millisecond,
+		}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	// The slow topic takes its own worker and the shared one.
+	require.Eventually(t, func() bool { return hanging.Load() == workers-1 }, 5*time.Second, 5*time.Millisecond)
+	quickEv := send(quick)
+	require.Eventually(t, func() bool { return d.count(quickEv.ID()) == 1 }, 5*time.Second, 5*time.Millisecond,
+		"the quick topic's event waits behind the slow topic's hanging deliveries")
+	require.Equal(t, int32(workers-1), hanging.Load(), "the slow topic never takes the quick one's worker")
+}

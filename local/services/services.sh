@@ -305,7 +305,7 @@ EOF
   "grpcServerPort": $grpc,
   "remotingListenPort": $remoting,
   "enableTopicMessageTypeCheck": true,
-  "topicRouteServiceCacheRefreshSeconds": 3$proxy_auth
+  "topicRouteServiceCacheRefreshSeconds": 1$proxy_auth
 }
 EOF
 }

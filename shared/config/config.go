@@ -256,7 +256,7 @@ const (
 // Source tunes a source adapter.
 type Source struct {
 	SinkURL        string        `envconfig:"SOURCE_SINK_URL" desc:"URL of the stage function the adapter delivers to (binary-mode CloudEvents POST)"`
-	Workers        int           `envconfig:"SOURCE_WORKERS" default:"16" desc:"concurrent deliveries; also bounds prefetch"`
+	Workers        int           `envconfig:"SOURCE_WORKERS" default:"16" desc:"concurrent deliveries, at least one per topic the group reads; also bounds prefetch"`
 	Invisible      time.Duration `envconfig:"SOURCE_INVISIBLE" default:"60s" desc:"how long a received message stays hidden while delivered; over SOURCE_HANDLER_TIMEOUT"`
 	HandlerTimeout time.Duration `envconfig:"SOURCE_HANDLER_TIMEOUT" default:"30s" desc:"bound of one delivery, cold-start retries included"`
 	ColdStart      time.Duration `envconfig:"SOURCE_COLD_START" default:"20s" desc:"how long one delivery keeps retrying a function that is scaling from zero"`

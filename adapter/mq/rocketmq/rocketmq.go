@@ -255,28 +255,35 @@ func (p *Producer) Close() error { return p.current().GracefulStop() }
 // A receive the old client has in flight can hang on a proxy that came
 // back without its settings, so recovery does not wait for receives to
 // fail: while receives are failing, a watcher replaces the client as soon
-// as the proxy's port accepts, and a replacement ends the old client's
-// receives at once (they return no messages).
+// as a broker serves the consumer's topic again (a route query answers
+// with readable queues, see [QueryRoute]; an open port is not enough, a
+// client started before its broker registered has receives that hang), and
+// a replacement ends the old client's receives at once (they return no
+// messages). The watcher keeps watching until a receive succeeds: a
+// receive still unanswered hungAfter past its long poll is taken for hung
+// and its client replaced too.
 type Consumer struct {
 	cfg    config.RocketMQ
 	params ConsumerParams
 	log    *slog.Logger
 
-	mu        sync.Mutex
-	consumer  rmq.SimpleConsumer
-	retired   context.Context // done once consumer is replaced
-	retire    context.CancelFunc
-	failures  int // receive failures of the current client, in a row
+	mu       sync.Mutex
+	consumer rmq.SimpleConsumer
+	retired  context.Context // done once consumer is replaced
+	retire   context.CancelFunc
+	failures int // receive failures of the current client, in a row
+	// awaiting is when the current client's oldest unanswered receive was
+	// sent; zero while none is.
+	awaiting  time.Time
 	reopening bool
 	watching  bool          // the recovery watcher runs
 	closed    chan struct{} // closed by Close: the watcher stops
 	// A client start that fails still leaves goroutines behind in v5.1.4, so
 	// failed starts are spaced out: from reopenFloor, doubling to
 	// reopenCeiling. The wait starts again from the floor as soon as the
-	// proxy answers with a status. While the proxy's port accepts (a proxy
-	// still starting its broker refuses client starts for a while), starts
-	// are spaced by at most reopenReachable, so a replacement follows the
-	// proxy's readiness within seconds, however long it was away.
+	// proxy answers with a status. While a broker serves the topic again,
+	// starts are spaced by at most reopenReachable, so a replacement follows
+	// the proxy's readiness within seconds, however long it was away.
 	reopenWait time.Duration
 	lastReopen time.Time
 	// lastReplaced is when a fresh client last started.
@@ -293,10 +300,16 @@ const (
 	reopenFloor     = time.Second
 	reopenCeiling   = 2 * time.Minute
 	reopenReachable = 2 * time.Second
-	// watchEvery is how often the watcher looks at the proxy's port while
-	// receives fail: the moment it accepts again is what a consumer's
-	// recovery is counted from.
+	// watchEvery is how often the watcher asks for the topic's route while
+	// receives fail: the moment a broker serves it again is what a
+	// consumer's recovery is counted from.
 	watchEvery = 250 * time.Millisecond
+	// hungAfter: a receive unanswered this long past its await is hung. The
+	// proxy answers a long poll by its await; the client's own deadline
+	// comes only 3 s later, on every receive of a hung client.
+	hungAfter = time.Second
+	// routeTimeout bounds the watcher's route query.
+	routeTimeout = 2 * time.Second
 )
 
 var _ mq.Consumer = (*Consumer)(nil)
@@ -377,8 +390,12 @@ func (c *Consumer) topics() string {
 
 // Receive long-polls for up to max messages. An empty result is not an error.
 func (c *Consumer) Receive(ctx context.Context, max int, invisible time.Duration) ([]*mq.Received, error) {
+	sent := time.Now()
 	c.mu.Lock()
 	sc, retired := c.consumer, c.retired
+	if c.awaiting.IsZero() {
+		c.awaiting = sent
+	}
 	c.mu.Unlock()
 	if retired == nil { // a Consumer not made by NewConsumer
 		retired = context.Background()
@@ -386,8 +403,8 @@ func (c *Consumer) Receive(ctx context.Context, max int, invisible time.Duration
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(retired, cancel)()
-	sent := time.Now()
 	views, err := sc.Receive(rctx, int32(max), invisible)
+	c.answered(sc, sent)
 	if err != nil && ctx.Err() == nil && retired.Err() != nil {
 		return nil, nil // the client was replaced meanwhile: receive again
 	}
@@ -420,6 +437,38 @@ func (c *Consumer) Receive(ctx context.Context, max int, invisible time.Duration
 		out = append(out, received(v))
 	}
 	return out, nil
+}
+
+// answered marks the receive of sc sent at sent as no longer awaited.
+func (c *Consumer) answered(sc rmq.SimpleConsumer, sent time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.consumer == sc && c.awaiting.Equal(sent) {
+		c.awaiting = time.Time{}
+	}
+}
+
+// hung reports a receive of the current client unanswered well past its
+// long poll. The caller holds c.mu.
+func (c *Consumer) hung() bool {
+	return !c.awaiting.IsZero() && time.Since(c.awaiting) > c.params.Await+hungAfter
+}
+
+// serving reports whether a broker serves the consumer's topics again: the
+// proxy answers a route query for each with readable queues. A proxy that
+// refuses the query itself is up, and a fresh client is the only way to
+// find out more.
+func (c *Consumer) serving() bool {
+	for topic := range c.params.Filters {
+		n, err := QueryRoute(context.Background(), c.cfg, topic, routeTimeout)
+		if errors.Is(err, mq.ErrUnauthenticated) || errors.Is(err, mq.ErrForbidden) {
+			continue
+		}
+		if err != nil || n == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // succeeded ends a failure streak with a receive sent at sent. The
@@ -496,9 +545,11 @@ func (c *Consumer) failed(sc rmq.SimpleConsumer, cause error) (replaced bool, er
 	c.reopening = true
 	c.mu.Unlock()
 
-	// A failed start waits out its backoff only while the proxy's port
-	// stays closed; once it accepts, the next start comes soon.
-	if waiting && (!soon || Reachable(context.Background(), c.cfg) != nil) {
+	// No client starts while no broker serves the topic: its receives
+	// would hang, and the watcher replaces it the moment one does. A
+	// failed start waits out its backoff, which ends early once a broker
+	// serves the topic.
+	if (waiting && !soon) || !c.serving() {
 		c.mu.Lock()
 		c.reopening = false
 		c.mu.Unlock()
@@ -530,7 +581,7 @@ func (c *Consumer) replace(sc rmq.SimpleConsumer, reason string) error {
 	if c.retire != nil {
 		c.retire()
 	}
-	c.consumer, c.failures, c.reopenWait, c.nextReopen = fresh, 0, 0, time.Time{}
+	c.consumer, c.failures, c.reopenWait, c.nextReopen, c.awaiting = fresh, 0, 0, time.Time{}, time.Time{}
 	c.lastReplaced = c.lastReopen
 	c.retired, c.retire = context.WithCancel(context.Background())
 	c.log.Info("rocketmq consumer replaced", slog.String("consumer_group", c.params.Group), slog.String("topic", c.topics()),
@@ -541,10 +592,10 @@ func (c *Consumer) replace(sc rmq.SimpleConsumer, reason string) error {
 }
 
 // watch runs while receives are failing: every watchEvery, a client that
-// has failed since its start (and was not replaced in the last
-// reopenReachable) is replaced once the proxy's port accepts, without
-// waiting for a receive of it to fail again (one may hang). It ends with
-// the failure streak or with Close.
+// has failed since its start, or whose receive hangs (and that was not
+// replaced in the last reopenReachable), is replaced once a broker serves
+// the topic, without waiting for a receive of it to fail again. It ends
+// when a receive succeeds, or with Close.
 func (c *Consumer) watch() {
 	tick := time.NewTicker(watchEvery)
 	defer tick.Stop()
@@ -561,7 +612,7 @@ func (c *Consumer) watch() {
 			return
 		}
 		sc := c.consumer
-		due := c.failures > 0 && !c.reopening && time.Since(c.lastReopen) >= reopenReachable
+		due := (c.failures > 0 || c.hung()) && !c.reopening && time.Since(c.lastReopen) >= reopenReachable
 		if due {
 			c.reopening = true
 		}
@@ -569,13 +620,13 @@ func (c *Consumer) watch() {
 		if !due {
 			continue
 		}
-		if Reachable(context.Background(), c.cfg) != nil {
+		if !c.serving() {
 			c.mu.Lock()
 			c.reopening = false
 			c.mu.Unlock()
 			continue
 		}
-		_ = c.replace(sc, "receives failing, the proxy's port accepting again")
+		_ = c.replace(sc, "receives failing or hung, a broker serving the topic again")
 	}
 }
 
