@@ -110,9 +110,56 @@ func New(p Params) *stage.Function {
 func again(cur task.Task, due task.ReconcileDue, at time.Time) task.ReconcileDue {
 	next := due
 	next.Round++
+	next.Outages = 0
 	next.Wait = task.Wait{ExpectedStatus: cur.Status, ExpectedVersion: cur.Version, NotBefore: at.UTC().Truncate(time.Microsecond),
 		Reason: due.Reason, RetryAttempt: next.Round}
 	return next
+}
+
+// outage reports a lookup the provider did not answer at all: a 429, a 503
+// or 408, no connection, an open circuit. It says nothing about the job,
+// so it is not a round toward RECONCILE_MAX_ROUNDS: an outage longer than
+// the rounds must not hand a task to a person.
+func outage(err error) bool {
+	switch provider.ClassOf(err) {
+	case provider.ClassUnavailable, provider.ClassRateLimited:
+		return provider.RefusedOutright(err)
+	}
+	return false
+}
+
+// afterOutage looks the lost submit up again later, the wait doubling from
+// RECONCILE_DELAY (or the provider's Retry-After) up to the rounds' span,
+// which keeps it under the scanner's patience; each such lookup touches
+// the task, so the scanner sees the chain alive. Past
+// RECONCILE_OUTAGE_HORIZON after the submit a person decides.
+func (r *reconciler) afterOutage(ctx context.Context, tx pgx.Tx, d stage.Delivery[task.ReconcileDue], cur task.Task, submitted time.Time, findErr error, now time.Time) error {
+	due, o, j := d.Payload, d.Origin, r.Journey
+	if j.ReconcileOutageHorizon > 0 && now.Sub(submitted) >= j.ReconcileOutageHorizon {
+		r.releaseSlots(d)
+		msg := fmt.Sprintf("the provider answered none of the lookups of the lost submit for %s after it (the last %d met an outage: %v); "+
+			"whether it created a job is unknown and resubmitting could pay twice, so a person decides: adapter tasks resolve <task> --job <id> or --no-job",
+			now.Sub(submitted).Round(time.Second), due.Outages+1, findErr)
+		_, err := task.Apply(ctx, tx, o, cur, task.Transition{To: task.NeedsAttention, Reason: "submit outcome unknown",
+			Set: task.Fields{ErrorCode: task.Ptr("reconcile.submit_unknown"), ErrorMessage: &msg}})
+		return err
+	}
+	wait := j.ReconcileAfter
+	for range min(due.Outages, 16) {
+		wait *= 2
+	}
+	wait = min(max(wait, provider.RetryAfterOf(findErr)), j.ReconcileAfter*time.Duration(j.ReconcileRounds))
+	at := now.Add(wait)
+	next := due
+	next.Outages++
+	next.Wait = task.Wait{ExpectedStatus: cur.Status, ExpectedVersion: cur.Version + 1, NotBefore: at.UTC().Truncate(time.Microsecond),
+		Reason: due.Reason, RetryAttempt: due.Round}
+	look, err := o.EmitAt(cur, next, at)
+	if err != nil {
+		return err
+	}
+	_, err = task.Touch(ctx, tx, o, cur, fmt.Sprintf("lookup met a provider outage (%s), not a round; looking again in %s", provider.ClassOf(findErr), wait), look)
+	return err
 }
 
 // releaseSlots frees the task's slots once the delivery's work committed.
@@ -180,6 +227,9 @@ func (r *reconciler) work(ctx context.Context, d stage.Delivery[task.ReconcileDu
 			_, err := task.Apply(ctx, tx, o, cur, task.Transition{To: task.NeedsAttention, Reason: "submit outcome unknown",
 				Set: task.Fields{ErrorCode: task.Ptr("reconcile.submit_unknown"), ErrorMessage: &msg}})
 			return err
+		}
+		if outage(findErr) {
+			return r.afterOutage(ctx, tx, d, cur, lost.StartedAt(), findErr, now)
 		}
 		if due.Round+1 >= r.Journey.ReconcileRounds {
 			r.releaseSlots(d)

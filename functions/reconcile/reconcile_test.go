@@ -46,6 +46,12 @@ type testBundle struct {
 // reconcile function whose provider answers lookups with find.
 func setup(t *testing.T, find func(n int) (provider.Job, error)) *testBundle {
 	t.Helper()
+	return setupWith(t, journey, find)
+}
+
+// setupWith is setup with the stage tuned by j.
+func setupWith(t *testing.T, j config.Journey, find func(n int) (provider.Job, error)) *testBundle {
+	t.Helper()
 	b := &testBundle{pool: dbtest.TestSchema(t), rdb: newRedis(t), fake: &fakeProvider{find: find}}
 	prefix := "aivedio:test:reconcile:" + uuid.NewString() + ":"
 	t.Cleanup(func() { require.NoError(t, deleteKeys(b.rdb, prefix)) })
@@ -53,7 +59,7 @@ func setup(t *testing.T, find func(n int) (provider.Job, error)) *testBundle {
 	b.task, b.attempt = reconcilingTask(t, b.pool)
 	_, err := b.limiter.Acquire(t.Context(), stage.GenerationSlots(b.task, providerName, journey))
 	require.NoError(t, err)
-	b.fn = reconcile.New(reconcile.Params{Pool: b.pool, Providers: provider.Single(b.fake), Slots: b.limiter, Journey: journey, Timeout: time.Second})
+	b.fn = reconcile.New(reconcile.Params{Pool: b.pool, Providers: provider.Single(b.fake), Slots: b.limiter, Journey: j, Timeout: time.Second})
 	return b
 }
 
@@ -261,4 +267,69 @@ func TestAnotherTenantsReconcileIsRefused(t *testing.T) {
 		task.ReconcileDue{TaskID: b.task.ID, AttemptID: b.attempt.ID, Wait: task.Wait{Reason: "submit answer lost"}}))
 	require.Equal(t, http.StatusUnprocessableEntity, statusOf(t, err))
 	require.Empty(t, b.fake.lookups)
+}
+
+func outageAnswer(int) (provider.Job, error) {
+	return provider.Job{}, &provider.Error{Class: provider.ClassUnavailable, StatusCode: http.StatusServiceUnavailable}
+}
+
+// TestLookupsMetByAnOutageAreNotRounds: lookups a provider outage answers
+// (503, 429) say nothing about the job, so more of them than
+// RECONCILE_MAX_ROUNDS do not hand the task to a person; they come further
+// apart (doubling, capped under the scanner's patience), each touching the
+// task, and the lookup that gets an answer finds the job.
+func TestLookupsMetByAnOutageAreNotRounds(t *testing.T) {
+	t.Parallel()
+	j := journey
+	j.ReconcileOutageHorizon = time.Hour
+	outages := 2 * j.ReconcileRounds
+	b := setupWith(t, j, func(n int) (provider.Job, error) {
+		switch {
+		case n <= outages && n%2 == 0:
+			return provider.Job{}, &provider.Error{Class: provider.ClassRateLimited, StatusCode: http.StatusTooManyRequests}
+		case n <= outages:
+			return outageAnswer(n)
+		}
+		return provider.Job{ID: "job-7", Status: provider.StatusRunning}, nil
+	})
+	require.NoError(t, b.deliver(t, uuid.NewString(), 0))
+	for n := 1; n <= outages; n++ {
+		got := b.reload(t)
+		require.Equal(t, task.Reconciling, got.Status, "after outage %d", n)
+		require.Equal(t, b.task.Version+int64(n), got.Version, "each outage lookup touches the task, so the scanner sees the chain alive")
+		dues := storedEvents(t, b.pool, catalog.EventReconcileDue)
+		require.Len(t, dues, n)
+		var due task.ReconcileDue
+		require.NoError(t, json.Unmarshal(dues[n-1].Envelope.Payload, &due))
+		require.Zero(t, due.Round, "an outage is not a round")
+		require.Equal(t, n, due.Outages)
+		require.Equal(t, got.Version, due.ExpectedVersion)
+		want := min(j.ReconcileAfter<<(n-1), j.ReconcileAfter*time.Duration(j.ReconcileRounds))
+		gap := dues[n-1].DeliverAt.Sub(dues[n-1].CreatedAt)
+		require.InDelta(t, want.Seconds(), gap.Seconds(), 1, "outage %d: looked again after %s, want %s", n, gap, want)
+		require.NoError(t, b.deliverStored(t, b.fn, dues[n-1]))
+	}
+	got := b.reload(t)
+	require.Equal(t, task.ProviderRunning, got.Status)
+	require.Equal(t, "job-7", got.ProviderJobID)
+	require.Len(t, b.fake.lookups, outages+1)
+	require.Empty(t, storedEvents(t, b.pool, catalog.EventSubmitRequested), "never resubmitted blind")
+}
+
+// TestAnOutageLongerThanTheHorizonNeedsAttention: past
+// RECONCILE_OUTAGE_HORIZON after the submit, a lookup met by an outage
+// hands the task to a person, saying so.
+func TestAnOutageLongerThanTheHorizonNeedsAttention(t *testing.T) {
+	t.Parallel()
+	j := journey
+	j.ReconcileOutageHorizon = time.Millisecond
+	b := setupWith(t, j, outageAnswer)
+	require.NoError(t, b.deliver(t, uuid.NewString(), 0))
+	got := b.reload(t)
+	require.Equal(t, task.NeedsAttention, got.Status)
+	require.Equal(t, "reconcile.submit_unknown", got.ErrorCode)
+	require.Contains(t, got.ErrorMessage, "answered none of the lookups")
+	require.Contains(t, got.ErrorMessage, "adapter tasks resolve")
+	require.Empty(t, storedEvents(t, b.pool, catalog.EventReconcileDue))
+	require.Zero(t, b.slotsHeld(t))
 }

@@ -415,19 +415,22 @@ type Journey struct {
 	RetryMax        time.Duration `envconfig:"SUBMIT_RETRY_MAX" default:"5m" desc:"backoff cap between submit retries"`
 	MaxRetries      int           `envconfig:"SUBMIT_MAX_RETRIES" default:"30" desc:"submit retries before the task fails"`
 	ReconcileAfter  time.Duration `envconfig:"RECONCILE_DELAY" default:"20s" desc:"wait before looking for the remote job of a submit whose answer was lost"`
-	ReconcileRounds int           `envconfig:"RECONCILE_MAX_ROUNDS" default:"5" desc:"lookups of a lost submit before the task needs attention"`
-	SlotsPerTenant  int           `envconfig:"SLOTS_PER_TENANT" default:"8" desc:"provider jobs one tenant may run at once"`
-	SlotsPerModel   int           `envconfig:"SLOTS_PER_MODEL" default:"32" desc:"provider jobs of one model at once"`
-	SlotsPerProv    int           `envconfig:"SLOTS_PER_PROVIDER" default:"64" desc:"provider jobs at one provider at once"`
-	SlotLease       time.Duration `envconfig:"SLOT_LEASE" default:"45m" desc:"a slot not released by then is free again (a crashed stage cannot leak it)"`
-	FetchRetryBase  time.Duration `envconfig:"FETCH_RETRY_BASE" default:"2s" desc:"first wait before fetching again an output the provider has not made ready (or answered 429/503 for)"`
-	FetchRetryMax   time.Duration `envconfig:"FETCH_RETRY_MAX" default:"1m" desc:"longest wait between two fetches of an output that is not ready; waits grow up to it"`
-	FetchMaxWait    time.Duration `envconfig:"FETCH_MAX_WAIT" default:"15m" desc:"an output still not ready this long after the first try fails the task"`
-	ScanGrace       time.Duration `envconfig:"RECONCILE_SCAN_GRACE" default:"2m" desc:"how far past its due time a task must be before the scanner re-emits its event"`
-	StuckAfter      time.Duration `envconfig:"RECONCILE_STUCK_AFTER" default:"15m" desc:"a task fetching or processing media this long without change gets its step re-emitted"`
-	GiveUpAfter     time.Duration `envconfig:"RECONCILE_GIVE_UP_AFTER" default:"30m" desc:"a render whose re-asked steps the render stage took without it progressing is FAILED render.stuck only once it has not progressed for this long"`
-	OutboxStale     time.Duration `envconfig:"OUTBOX_STALE_AFTER" default:"5m" desc:"an unpublished outbox row this old is reported (metric and log) for alerting"`
-	UploadExpiry    time.Duration `envconfig:"UPLOAD_EXPIRY" default:"24h" desc:"an announced upload not completed this long after is FAILED (upload.expired)"`
+	ReconcileRounds int           `envconfig:"RECONCILE_MAX_ROUNDS" default:"5" desc:"lookups of a lost submit the provider answered (or failed with a 500, 502 or 504) before the task needs attention"`
+	// A lookup met by an outage (429, 503, no connection, an open circuit)
+	// says nothing about the job: it is not a round.
+	ReconcileOutageHorizon time.Duration `envconfig:"RECONCILE_OUTAGE_HORIZON" default:"2h" desc:"a lost submit whose lookups meet provider outages (429, 503, no connection) is looked up again, spaced out, until this long after the submit; then a person decides"`
+	SlotsPerTenant         int           `envconfig:"SLOTS_PER_TENANT" default:"8" desc:"provider jobs one tenant may run at once"`
+	SlotsPerModel          int           `envconfig:"SLOTS_PER_MODEL" default:"32" desc:"provider jobs of one model at once"`
+	SlotsPerProv           int           `envconfig:"SLOTS_PER_PROVIDER" default:"64" desc:"provider jobs at one provider at once"`
+	SlotLease              time.Duration `envconfig:"SLOT_LEASE" default:"45m" desc:"a slot not released by then is free again (a crashed stage cannot leak it)"`
+	FetchRetryBase         time.Duration `envconfig:"FETCH_RETRY_BASE" default:"2s" desc:"first wait before fetching again an output the provider has not made ready (or answered 429/503 for)"`
+	FetchRetryMax          time.Duration `envconfig:"FETCH_RETRY_MAX" default:"1m" desc:"longest wait between two fetches of an output that is not ready; waits grow up to it"`
+	FetchMaxWait           time.Duration `envconfig:"FETCH_MAX_WAIT" default:"15m" desc:"an output still not ready this long after the first try fails the task"`
+	ScanGrace              time.Duration `envconfig:"RECONCILE_SCAN_GRACE" default:"2m" desc:"how far past its due time a task must be before the scanner re-emits its event"`
+	StuckAfter             time.Duration `envconfig:"RECONCILE_STUCK_AFTER" default:"15m" desc:"a task fetching or processing media this long without change gets its step re-emitted"`
+	GiveUpAfter            time.Duration `envconfig:"RECONCILE_GIVE_UP_AFTER" default:"30m" desc:"a render whose re-asked steps the render stage took without it progressing is FAILED render.stuck only once it has not progressed for this long"`
+	OutboxStale            time.Duration `envconfig:"OUTBOX_STALE_AFTER" default:"5m" desc:"an unpublished outbox row this old is reported (metric and log) for alerting"`
+	UploadExpiry           time.Duration `envconfig:"UPLOAD_EXPIRY" default:"24h" desc:"an announced upload not completed this long after is FAILED (upload.expired)"`
 	// Live progress goes to Redis on every poll and into PostgreSQL only
 	// by these (seed 7.8.2; package progress).
 	ProgressStep     int           `envconfig:"PROGRESS_MERGE_STEP" default:"10" desc:"a running job's progress is written to PostgreSQL when it moved at least this many points (1..100) since the stored value"`
@@ -457,6 +460,8 @@ func (j Journey) Validate() error {
 		return errors.New("FETCH_RETRY_BASE must be positive, FETCH_RETRY_MAX at least as long, and FETCH_MAX_WAIT at least FETCH_RETRY_MAX")
 	case j.ReconcileAfter <= 0:
 		return errors.New("RECONCILE_DELAY must be positive")
+	case j.ReconcileOutageHorizon < 0:
+		return errors.New("RECONCILE_OUTAGE_HORIZON must not be negative")
 	case j.SlotsPerTenant < 1 || j.SlotsPerModel < 1 || j.SlotsPerProv < 1:
 		return errors.New("SLOTS_PER_TENANT, SLOTS_PER_MODEL and SLOTS_PER_PROVIDER must be at least 1")
 	case j.ScanGrace <= 0 || j.StuckAfter <= 0 || j.OutboxStale <= 0 || j.UploadExpiry <= 0:

@@ -119,6 +119,9 @@ type (
 		TaskID    uuid.UUID `json:"task_id" payload:"required"`
 		AttemptID uuid.UUID `json:"attempt_id,omitempty" payload:"required"`
 		Round     int       `json:"round,omitempty"`
+		// Outages counts the lookups in a row a provider outage answered
+		// (not rounds: they said nothing about the job); it spaces the next.
+		Outages int `json:"outages,omitempty"`
 		Wait
 	}
 )
