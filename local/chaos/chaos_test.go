@@ -193,4 +193,17 @@ func TestProxyRecoveryCheck(t *testing.T) {
 	require.True(t, r.Invariants[0].Held, r.Invariants[0].Detail)
 	require.False(t, r.Invariants[1].Held)
 	require.Contains(t, r.Invariants[1].Detail, "c/delay 31s after the restart")
+
+	// The same late consumer, its process stopped by the faulter for 80 s
+	// meanwhile (it logs its recovery only once it runs again): the time
+	// stopped is not deaf. Another process's pause changes nothing.
+	write("source-c.log", line(time.Second, "c"), polled(100*time.Second, 101*time.Second, "c", "delay"))
+	r = &report{ProxyRestarts: []proxyRestart{restart}, Pauses: []pause{{Proc: "source-c", From: back.Add(10 * time.Second), To: back.Add(90 * time.Second)}}}
+	require.NoError(t, w.checkProxyRecovery(t.Context(), r))
+	require.True(t, r.Invariants[1].Held, r.Invariants[1].Detail)
+	require.Equal(t, 20*time.Second, r.ProxyRestarts[0].Deaf["c/delay"])
+	r = &report{ProxyRestarts: []proxyRestart{restart}, Pauses: []pause{{Proc: "source-b", From: back.Add(10 * time.Second), To: back.Add(90 * time.Second)}}}
+	require.NoError(t, w.checkProxyRecovery(t.Context(), r))
+	require.False(t, r.Invariants[1].Held)
+	require.Contains(t, r.Invariants[1].Detail, "c/delay 1m40s after the restart")
 }

@@ -52,6 +52,8 @@ type report struct {
 	// ProxyRestarts are the proxy restarts, each with how long every
 	// consumer stayed deaf after it (checkProxyRecovery).
 	ProxyRestarts []proxyRestart
+	// Pauses are the processes stopped and for how long.
+	Pauses []pause
 	Invariants    []invariant
 }
 

@@ -56,6 +56,8 @@ type faulter struct {
 	kinds []string
 	// proxyRestarts are the proxy restarts done, for the recovery check.
 	proxyRestarts []proxyRestart
+	// pauses are the SIGSTOPs done: a consumer's time stopped is not deaf.
+	pauses []pause
 	rng           *rand.Rand
 	every         time.Duration
 	counts        map[string]int
@@ -202,7 +204,9 @@ func (f *faulter) inject(ctx context.Context, kind string) (time.Time, string) {
 			invisible, _ = deliveryBudget(p.stage)
 		}
 		d := invisible + time.Duration(f.rng.IntN(10))*time.Second
+		from := time.Now()
 		if p.pause(ctx, d) {
+			f.pauses = append(f.pauses, pause{Proc: p.name, From: from, To: from.Add(d)})
 			return time.Now().Add(d), fmt.Sprintf("SIGSTOP %s for %s (invisible time %s), then SIGCONT", p.name, d, invisible)
 		}
 	case faultOutage:

@@ -150,6 +150,7 @@ func run(ctx context.Context, o options) (*report, error) {
 	rep.Faults = f.counts
 	rep.FaultLog = f.log
 	rep.ProxyRestarts = f.proxyRestarts
+	rep.Pauses = f.pauses
 	rep.Converged = converged
 	err = w.check(ctx, rep)
 	w.stopAll()

@@ -19,9 +19,11 @@ import (
 const maxDeafAfterRestart = 5 * time.Second
 
 // maxConsumerDeaf bounds each consumer of a group on its own. It is
-// looser: a group's consumers share its workers, so once one of them
-// receives the redeliveries of a restart, another waits for a free worker
-// before it sends its receive, busy rather than deaf.
+// looser: each consumer keeps one worker of its own, but that one may
+// still be running a delivery received before the restart (a render chunk
+// takes a while) while the shared ones take the restart's redeliveries;
+// the consumer then waits for a free worker before it sends its receive,
+// busy rather than deaf.
 const maxConsumerDeaf = 30 * time.Second
 
 // proxyQuiet is how long after a proxy restart the next one may begin:
@@ -33,6 +35,35 @@ const proxyQuiet = 30 * time.Second
 // deafWindow bounds which recoveries belong to a restart: one logged
 // later than this after the proxy came back is another failure's.
 const deafWindow = 2 * time.Minute
+
+// pause is a process the faulter stopped (SIGSTOP) from From to To.
+type pause struct {
+	Proc     string
+	From, To time.Time
+}
+
+// stopped is how long the pauses of proc overlap [from, to): time a
+// consumer's process was stopped is not time it was deaf.
+func stopped(pauses []pause, proc string, from, to time.Time) time.Duration {
+	var d time.Duration
+	for _, p := range pauses {
+		if p.Proc != proc {
+			continue
+		}
+		lo, hi := maxTime(p.From, from), minTime(p.To, to)
+		if hi.After(lo) {
+			d += hi.Sub(lo)
+		}
+	}
+	return d
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
 
 // proxyRestart is one proxy restart and, per consumer (group and topic),
 // how long after the proxy was back the consumer received again.
@@ -85,6 +116,8 @@ type recovery struct {
 	Group          string    `json:"consumer_group"`
 	Topic          string    `json:"topic"`
 	ListeningSince time.Time `json:"listening_since"`
+	// Proc is the process whose log has the line (its file's name).
+	Proc string `json:"-"`
 }
 
 // listening is when the consumer of rec was receiving again.
@@ -98,8 +131,9 @@ func (rec recovery) listening() time.Time {
 // checkProxyRecovery reads the consumers' recovery lines from the
 // processes' logs and holds every consumer group to receiving again within
 // maxDeafAfterRestart of each proxy restart, and each consumer within
-// maxConsumerDeaf. A recovery belongs to the last restart that began
-// before the consumer listened again. A consumer whose process started
+// maxConsumerDeaf, less the time its process was paused meanwhile. A
+// recovery belongs to the last restart that began before the consumer
+// listened again. A consumer whose process started
 // after the restart logs no recovery (it never failed): it is not counted,
 // and convergence shows whether it worked.
 func (w *world) checkProxyRecovery(_ context.Context, r *report) error {
@@ -113,20 +147,25 @@ func (w *world) checkProxyRecovery(_ context.Context, r *report) error {
 	var lateGroups, lateConsumers []string
 	for i := range r.ProxyRestarts {
 		p := &r.ProxyRestarts[i]
-		until := p.Back.Add(deafWindow)
+		until, cut := p.Back.Add(deafWindow), false
 		if i+1 < len(r.ProxyRestarts) && r.ProxyRestarts[i+1].Began.Before(until) {
-			until = r.ProxyRestarts[i+1].Began
+			until, cut = r.ProxyRestarts[i+1].Began, true
 		}
 		p.Deaf = map[string]time.Duration{}
 		for _, rec := range recoveries {
-			if rec.listening().Before(p.Began) || !rec.listening().Before(until) {
+			paused := stopped(r.Pauses, rec.Proc, p.Back, rec.listening())
+			limit := until
+			if !cut {
+				limit = until.Add(paused) // a paused consumer's window runs on while it was stopped
+			}
+			if rec.listening().Before(p.Began) || !rec.listening().Before(limit) {
 				continue
 			}
 			who := rec.Group + "/" + rec.Topic
 			if _, seen := p.Deaf[who]; seen {
 				continue // a later failure of the same consumer
 			}
-			d := max(rec.listening().Sub(p.Back), 0)
+			d := max(rec.listening().Sub(p.Back)-paused, 0)
 			p.Deaf[who] = d
 			if d >= maxConsumerDeaf {
 				lateConsumers = append(lateConsumers, fmt.Sprintf("%s %s after the restart at %s", who, d.Round(10*time.Millisecond), p.Back.Format(time.TimeOnly)))
@@ -182,6 +221,7 @@ func readRecoveries(dir string) ([]recovery, error) {
 			}
 			var rec recovery
 			if json.Unmarshal(line, &rec) == nil && rec.Msg == "rocketmq consumer receiving again" {
+				rec.Proc = strings.TrimSuffix(filepath.Base(name), ".log")
 				out = append(out, rec)
 			}
 		}
