@@ -8,6 +8,7 @@
 //	go run ./adapter source --group G --sink URL  deliver a consumer group's messages to its stage
 //	go run ./adapter dlq drain --group G          move a group's dead letters into message_quarantine
 //	go run ./adapter tenants create --name N ...  create a tenant and print its API key once
+//	go run ./adapter tenants quota <tenant> ...   set one tenant's limits on what it keeps stored
 //	go run ./adapter quarantine list|show         inspect message_quarantine
 //	go run ./adapter replay ...                   dry-run, approve and execute replays of quarantined messages
 //	go run ./adapter capacity rate|consumers|...  the seed's capacity arithmetic (7.13.1-7.13.4)
@@ -38,6 +39,8 @@ const usage = `usage: adapter <command>
   dlq drain --group G              move group G's dead letters into message_quarantine
   tenants create --name N --credits C [--priority P] [--admin]
                                    create a tenant and print its API key once (DATABASE_URL)
+  tenants quota <tenant-id> [--max-assets N|default] [--max-stored-bytes B|default]
+                                   one tenant's limits on what it keeps stored (DATABASE_URL)
   quarantine list [filters]        list quarantined messages (--consumer, --class, --code, --status, --since, --until, --limit, --json)
   quarantine show <id>             one quarantined message whole, with its replays
   replay --event ID --dry-run      what replaying a quarantined message would do (recorded in message_replays)

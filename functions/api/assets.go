@@ -180,9 +180,15 @@ func (s *Server) createAsset(w http.ResponseWriter, r *http.Request, p tenant.Pr
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		a, created, err = asset.CreateUpload(ctx, tx, asset.NewUpload{ID: id, TenantID: p.TenantID, IdempotencyKey: key, RequestHash: req.hash(),
 			MediaType: req.media, ContentType: req.contentType, SizeBytes: req.size, SHA256: req.sha256, Filename: req.filename, ObjectKey: objectKey})
-		return err
+		if err != nil || !created {
+			return err
+		}
+		return s.checkQuota(ctx, tx, p.TenantID, asset.Usage{Assets: 1, Bytes: a.SizeBytes}, true)
 	})
+	var ae *apiError
 	switch {
+	case errors.As(err, &ae):
+		return ae
 	case errors.Is(err, asset.ErrIdempotencyConflict):
 		return errorf(http.StatusConflict, CodeIdempotencyConflict,
 			"Idempotency-Key %q was already used for a different upload (asset %s); use a new key for a new file", key, a.ID)

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/asset"
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/task"
@@ -63,6 +64,9 @@ func (s *Server) createGeneration(w http.ResponseWriter, r *http.Request, p tena
 		if e := s.checkInputs(ctx, tx, p.TenantID, req.InputAssetIDs); e != nil {
 			return e
 		}
+		if err := s.checkQuota(ctx, tx, p.TenantID, asset.Usage{Assets: 1}, false); err != nil {
+			return err
+		}
 		amount := s.price.Of(req.Model, req.DurationSeconds)
 		if err := billing.Reserve(ctx, tx, p.TenantID, t.ID, amount); err != nil {
 			if errors.Is(err, billing.ErrInsufficientCredits) {
@@ -100,6 +104,17 @@ func (s *Server) createGeneration(w http.ResponseWriter, r *http.Request, p tena
 		slog.Int("duration_seconds", req.DurationSeconds), slog.String("request_id", requestID(ctx)))
 	writeJSON(w, http.StatusAccepted, ref)
 	return nil
+}
+
+// checkQuota refuses a create that takes the tenant past its asset quota
+// (see asset.CheckQuota): 409 quota_exceeded naming the limit.
+func (s *Server) checkQuota(ctx context.Context, tx pgx.Tx, tenantID uuid.UUID, adding asset.Usage, inserted bool) error {
+	err := asset.CheckQuota(ctx, tx, tenantID, asset.Quota{MaxAssets: s.limits.TenantMaxAssets, MaxBytes: s.limits.TenantMaxBytes}, adding, inserted)
+	var qe *asset.QuotaError
+	if errors.As(err, &qe) {
+		return errorf(http.StatusConflict, CodeQuotaExceeded, "%s; this would pass it, so nothing was created. The API offers no deletion yet: an operator can raise the quota (adapter tenants quota)", qe)
+	}
+	return err
 }
 
 // checkInputs refuses input assets the tenant does not own; another

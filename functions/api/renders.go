@@ -125,6 +125,9 @@ func (s *Server) createRender(w http.ResponseWriter, r *http.Request, p tenant.P
 		if err != nil || !created {
 			return err
 		}
+		if err := s.checkQuota(ctx, tx, p.TenantID, asset.Usage{Assets: 1}, false); err != nil {
+			return err
+		}
 		amount := s.renderPrice.Of(body.Profile, rev.Spec.DurationUS)
 		if err := billing.ReserveRender(ctx, tx, p.TenantID, j.ID, amount); err != nil {
 			if errors.Is(err, billing.ErrInsufficientCredits) {

@@ -130,6 +130,12 @@ func New(o Options) *Server {
 	if o.Limits.MaxUploadBytes <= 0 {
 		o.Limits.MaxUploadBytes = 2 << 30
 	}
+	if o.Limits.TenantMaxAssets <= 0 {
+		o.Limits.TenantMaxAssets = 100_000
+	}
+	if o.Limits.TenantMaxBytes <= 0 {
+		o.Limits.TenantMaxBytes = 1 << 40
+	}
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = 15 * time.Second
 	}

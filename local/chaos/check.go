@@ -53,8 +53,8 @@ type report struct {
 	// consumer stayed deaf after it (checkProxyRecovery).
 	ProxyRestarts []proxyRestart
 	// Pauses are the processes stopped and for how long.
-	Pauses []pause
-	Invariants    []invariant
+	Pauses     []pause
+	Invariants []invariant
 }
 
 // invariant is one line of the verdict.

@@ -58,11 +58,11 @@ type faulter struct {
 	proxyRestarts []proxyRestart
 	// pauses are the SIGSTOPs done: a consumer's time stopped is not deaf.
 	pauses []pause
-	rng           *rand.Rand
-	every         time.Duration
-	counts        map[string]int
-	log           []string
-	start         time.Time
+	rng    *rand.Rand
+	every  time.Duration
+	counts map[string]int
+	log    []string
+	start  time.Time
 }
 
 func newFaulter(w *world, kinds []string, seed int64, every time.Duration) *faulter {

@@ -378,9 +378,12 @@ type API struct {
 	DownloadTTL    time.Duration `envconfig:"API_DOWNLOAD_URL_TTL" default:"15m" desc:"lifetime of the presigned download URLs the API hands out"`
 	UploadTTL      time.Duration `envconfig:"API_UPLOAD_URL_TTL" default:"15m" desc:"lifetime of the presigned upload URLs POST /v1/assets hands out"`
 	MaxUploadBytes int64         `envconfig:"API_MAX_UPLOAD_BYTES" default:"2147483648" desc:"largest file a tenant may upload as an asset (one PUT: at most 5 GiB)"`
-	ShedAfter      time.Duration `envconfig:"API_SHED_AFTER" default:"2m" desc:"once the oldest unpublished outbox event is older than this (broker down), creates from low-priority tenants get 503; 0 never sheds"`
-	ShedBelow      int           `envconfig:"API_SHED_BELOW_PRIORITY" default:"5" desc:"tenants with a priority below this are shed first"`
-	Models         []string      `envconfig:"API_MODELS" default:"minimax/video-01,kwaivgi/kling-v2.1,luma/ray-2-720p,wan-video/wan-2.2-t2v-fast" desc:"comma-separated provider models a generation may ask for"`
+	// A tenant's own limits (adapter tenants quota) take these' place.
+	TenantMaxAssets int64         `envconfig:"API_TENANT_MAX_ASSETS" default:"100000" desc:"most assets (not FAILED) a tenant may keep, uploads, outputs, derivatives and renders alike; past it uploads, generations and renders are refused 409 quota_exceeded"`
+	TenantMaxBytes  int64         `envconfig:"API_TENANT_MAX_STORED_BYTES" default:"1099511627776" desc:"most bytes of assets (not FAILED) a tenant may keep; past it uploads, generations and renders are refused 409 quota_exceeded"`
+	ShedAfter       time.Duration `envconfig:"API_SHED_AFTER" default:"2m" desc:"once the oldest unpublished outbox event is older than this (broker down), creates from low-priority tenants get 503; 0 never sheds"`
+	ShedBelow       int           `envconfig:"API_SHED_BELOW_PRIORITY" default:"5" desc:"tenants with a priority below this are shed first"`
+	Models          []string      `envconfig:"API_MODELS" default:"minimax/video-01,kwaivgi/kling-v2.1,luma/ray-2-720p,wan-video/wan-2.2-t2v-fast" desc:"comma-separated provider models a generation may ask for"`
 }
 
 // Validate reports the first unusable setting, naming its variable.
@@ -402,6 +405,9 @@ func (a API) Validate() error {
 	}
 	if a.MaxUploadBytes < 1 || a.MaxUploadBytes > 5<<30 {
 		return errors.New("API_MAX_UPLOAD_BYTES must be from 1 to 5368709120 (5 GiB, the largest single PUT)")
+	}
+	if a.TenantMaxAssets < 1 || a.TenantMaxBytes < 1 {
+		return errors.New("API_TENANT_MAX_ASSETS and API_TENANT_MAX_STORED_BYTES must be at least 1 (a single tenant's own limit may be 0: adapter tenants quota)")
 	}
 	return nil
 }
