@@ -53,7 +53,10 @@ type report struct {
 	// consumer stayed deaf after it (checkProxyRecovery).
 	ProxyRestarts []proxyRestart
 	// Pauses are the processes stopped and for how long.
-	Pauses     []pause
+	Pauses []pause
+	// Resolved counts the operator's decisions on lost submits, by what it
+	// found (actAsOperator).
+	Resolved   map[string]int
 	Invariants []invariant
 }
 
@@ -550,6 +553,7 @@ func (r *report) print(out io.Writer) {
 	_ = tw.Flush()
 	fmt.Fprintf(out, "\nprocess exits restarted: %v\n", r.Deaths)
 	fmt.Fprintf(out, "tasks: %v; %d attempts %v (%d failovers), %d remote jobs %v\n", r.ByStatus, r.Attempts, r.AttemptsBy, r.Failovers, r.Jobs, r.JobsBy)
+	fmt.Fprintf(out, "lost submits the operator resolved (adapter tasks resolve): %v\n", r.Resolved)
 	fmt.Fprintf(out, "renders: %v; %d reused\n", r.Renders, r.Reused)
 	for _, f := range r.SimFaults {
 		fmt.Fprintf(out, "provider faults, %s\n", f)

@@ -143,6 +143,17 @@ func run(ctx context.Context, o options) (*report, error) {
 	if err != nil {
 		return w.report(), err
 	}
+	// Then a person decides what the system handed over, and the tasks
+	// decided go on to an end.
+	resolved, err := w.actAsOperator(ctx)
+	if err != nil {
+		return w.report(), fmt.Errorf("operator: %w", err)
+	}
+	if len(resolved) > 0 && converged >= 0 {
+		if converged, err = w.converge(ctx, lastFault, o.Converge); err != nil {
+			return w.report(), err
+		}
+	}
 	// Checked with every process still running: a straggler (a delayed
 	// message whose receiver was killed) still gets applied while the
 	// inbox check waits for it.
@@ -151,6 +162,7 @@ func run(ctx context.Context, o options) (*report, error) {
 	rep.FaultLog = f.log
 	rep.ProxyRestarts = f.proxyRestarts
 	rep.Pauses = f.pauses
+	rep.Resolved = resolved
 	rep.Converged = converged
 	err = w.check(ctx, rep)
 	w.stopAll()

@@ -1,6 +1,7 @@
 package providersim
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -147,6 +149,26 @@ func New(opts Options, logger *slog.Logger) (*Server, error) {
 // WebhookSecret returns the secret that signs webhooks, for the client's
 // configuration.
 func (s *Server) WebhookSecret() string { return s.opts.WebhookSecret }
+
+// JobsWithPrompt returns the ids of the jobs the simulator still holds
+// whose request carried prompt, oldest first: what a person finds by
+// searching a provider's console for a lost submit.
+func (s *Server) JobsWithPrompt(prompt string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var found []*job
+	for _, j := range s.jobs {
+		if j.prompt == prompt {
+			found = append(found, j)
+		}
+	}
+	slices.SortFunc(found, func(a, b *job) int { return cmp.Compare(a.seq, b.seq) })
+	ids := make([]string, 0, len(found))
+	for _, j := range found {
+		ids = append(ids, j.id)
+	}
+	return ids
+}
 
 // Start listens on addr ("127.0.0.1:0" picks a port) and serves until
 // Close or until ctx ends. It returns the base URL to give the client.

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Resolutions of the operator, by what it found.
+const (
+	resolvedJob       = "job found"
+	resolvedNoJob     = "no job"
+	resolvedAmbiguous = "left: several jobs"
+)
+
+// actAsOperator does what the on-call person does once the system has
+// converged: each task in NEEDS_ATTENTION reconcile.submit_unknown lost
+// its submit's answer at a provider that could not say whether it made a
+// job (Runway has no lookup; a lookup chain that never got an answer). The
+// person searches the provider's console, here the simulator, for a job
+// with the task's prompt that no other attempt of the task already owns,
+// and decides with `adapter tasks resolve`, audited in task_resolutions:
+// --job when it found one, --no-job when it found none. Several would be
+// a second paid job, which the remote-jobs invariant reports; those are
+// left to a person. It returns how many it resolved, by what it found.
+func (w *world) actAsOperator(ctx context.Context) (map[string]int, error) {
+	rows, err := w.pool.Query(ctx, `SELECT t.task_id, t.prompt, a.provider,
+			(SELECT coalesce(array_agg(o.provider_job_id), '{}') FROM task_attempts o
+				WHERE o.task_id = t.task_id AND o.attempt_id <> a.attempt_id AND o.provider = a.provider AND o.provider_job_id IS NOT NULL)
+		FROM generation_tasks t
+		JOIN LATERAL (SELECT attempt_id, provider FROM task_attempts WHERE task_id = t.task_id AND status = 'SUBMIT_UNKNOWN'
+			ORDER BY attempt_no DESC LIMIT 1) a ON true
+		WHERE t.status = 'NEEDS_ATTENTION' AND t.error_code = 'reconcile.submit_unknown'
+		ORDER BY t.task_id`)
+	if err != nil {
+		return nil, err
+	}
+	type lost struct {
+		task, prompt, provider string
+		owned                  []string
+	}
+	tasks, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (lost, error) {
+		var l lost
+		err := row.Scan(&l.task, &l.prompt, &l.provider, &l.owned)
+		return l, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	done := map[string]int{}
+	for _, l := range tasks {
+		var found []string
+		for _, id := range w.provider(l.provider).sim.JobsWithPrompt(l.prompt) {
+			if !slices.Contains(l.owned, id) {
+				found = append(found, id)
+			}
+		}
+		args := []string{"tasks", "resolve", l.task, "--ticket", fmt.Sprintf("chaos-%d", w.o.Seed), "--operator", "chaos"}
+		var outcome string
+		switch len(found) {
+		case 0:
+			args, outcome = append(args, "--no-job", "--reason", "no job with the task's prompt in "+l.provider+"'s console"), resolvedNoJob
+		case 1:
+			args, outcome = append(args, "--job", found[0], "--reason", "the job with the task's prompt in "+l.provider+"'s console"), resolvedJob
+		default:
+			done[resolvedAmbiguous]++
+			continue
+		}
+		cmd := exec.CommandContext(ctx, filepath.Join(w.runDir, "bin", "adapter"), args...)
+		cmd.Env = w.baseEnv()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return done, fmt.Errorf("adapter %s: %w\n%s", strings.Join(args, " "), err, out)
+		}
+		fmt.Printf("chaos: operator resolved task %s (%s): %s\n", l.task, l.provider, outcome)
+		done[outcome]++
+	}
+	return done, nil
+}
