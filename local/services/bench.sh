@@ -86,6 +86,7 @@ awk '
 	/^BenchmarkRender\/pipeline-chunked\/workers=1/ { w1 = metric("wall-s/out-s"); c1 = metric("ffmpeg-cpu-s/out-s") + metric("go-cpu-s/out-s"); r1 = metric("render-cpu-s/out-s"); p1 = metric("probe-cpu-s/out-s") }
 	/^BenchmarkRender\/pipeline-chunked\/workers=2/ { w2 = metric("wall-s/out-s") }
 	/^BenchmarkRender\/plain-ffmpeg/            { pr = metric("render-cpu-s/out-s") }
+	/^BenchmarkRender\/hostile-title/           { hw = metric("wall-s/out-s") }
 	END {
 		if (pw == "") exit
 		printf "render, per output second          plain ffmpeg   render stage\n"
@@ -93,6 +94,7 @@ awk '
 		printf "CPU s (ffmpeg, ffprobe, Go)        %8.3f       %8.3f   ratio %.2f (goal <= 1.05)\n", pc, c1, (pc > 0 ? c1 / pc : 0)
 		printf "  of which the chunks ffmpeg runs  %8.3f       %8.3f;  ffprobe checks %.3f\n", pr, r1, p1
 		printf "chunked, two at a time, speedup over one pass: %.2fx\n", (w2 > 0 ? pw / w2 : 0)
+		if (hw != "") printf "title %%{e:while(1,1)} beside a plain title, one pass, wall s: %.3f beside %.3f (ratio %.2f)\n", hw, pw, (pw > 0 ? hw / pw : 0)
 	}' "$out"
 
 echo
