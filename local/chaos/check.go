@@ -46,6 +46,7 @@ type report struct {
 	AttemptsBy map[string]int // by provider
 	Failovers  int            // attempts abandoned to another provider
 	Jobs       int
+	Lookups    int            // lookups of lost submits asked for (task.reconcile.due events)
 	JobsBy     map[string]int // by provider
 	SimFaults  []string       // per provider
 	Review     string
@@ -365,6 +366,9 @@ func (w *world) checkRemoteJobs(ctx context.Context, r *report) error {
 			problems = append(problems, fmt.Sprintf("%d remote jobs for %q across the providers", n, prompt))
 		}
 	}
+	if err := w.pool.QueryRow(ctx, `SELECT count(*) FROM outbox_events WHERE event_type = $1`, catalog.EventReconcileDue).Scan(&r.Lookups); err != nil {
+		return err
+	}
 	slices.Sort(problems)
 	r.add("at most one remote job per attempt key, and per generation across providers", len(problems) == 0,
 		"%d attempts (%d abandoned for a failover), %d remote jobs, at most %d per generation%s",
@@ -553,7 +557,8 @@ func (r *report) print(out io.Writer) {
 	_ = tw.Flush()
 	fmt.Fprintf(out, "\nprocess exits restarted: %v\n", r.Deaths)
 	fmt.Fprintf(out, "tasks: %v; %d attempts %v (%d failovers), %d remote jobs %v\n", r.ByStatus, r.Attempts, r.AttemptsBy, r.Failovers, r.Jobs, r.JobsBy)
-	fmt.Fprintf(out, "lost submits the operator resolved (adapter tasks resolve): %v\n", r.Resolved)
+	fmt.Fprintf(out, "remote jobs per generation: %.3f on average; lookups of lost submits: %d; lost submits the operator resolved (adapter tasks resolve): %v\n",
+		float64(r.Jobs)/float64(max(r.N, 1)), r.Lookups, r.Resolved)
 	fmt.Fprintf(out, "renders: %v; %d reused\n", r.Renders, r.Reused)
 	for _, f := range r.SimFaults {
 		fmt.Fprintf(out, "provider faults, %s\n", f)
