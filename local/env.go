@@ -477,7 +477,13 @@ func (e *environment) facts() drive.Facts {
 			byPrompt[p] += n
 		}
 	}
-	return drive.Facts{Pool: e.pool, Blob: e.blob, JobsByKey: st.JobsByIdempotencyKey, JobsByPrompt: byPrompt, Review: e.reviewSim != nil}
+	var attention []string
+	if e.runwaySim != nil {
+		// Runway offers no lookup: a dropped answer there is for a person.
+		attention = append(attention, "reconcile.submit_unknown")
+	}
+	return drive.Facts{Pool: e.pool, Blob: e.blob, JobsByKey: st.JobsByIdempotencyKey, JobsByPrompt: byPrompt, Review: e.reviewSim != nil,
+		Attention: attention}
 }
 
 // startReviewer starts the reviewer simulator on a loopback port and

@@ -32,6 +32,10 @@ type Facts struct {
 	// Review: content review was on for the run, so every SUCCEEDED task
 	// must have been approved.
 	Review bool
+	// Attention are the error codes a task may end NEEDS_ATTENTION with in
+	// this run (reconcile.submit_unknown where a provider without a lookup
+	// drops answers); any other is a violation.
+	Attention []string
 }
 
 // Report sums a run up.
@@ -51,7 +55,8 @@ type Report struct {
 
 // Check verifies the invariants of a finished run:
 //
-//   - every task is terminal;
+//   - every task is terminal, in a status Check knows, and NEEDS_ATTENTION
+//     only with a code of Facts.Attention;
 //   - a SUCCEEDED task has its video, proxy, thumbnail and (with audio)
 //     waveform in object storage with the recorded size and checksum, and
 //     exactly one capture in credit_ledger;
@@ -152,6 +157,15 @@ func checkTask(ctx context.Context, f Facts, id uuid.UUID, status string, stream
 		if reservation != "RELEASED" || captures != 0 {
 			violate("task %s %s: reservation %s with %d captures, want RELEASED with none", id, status, reservation, captures)
 		}
+	case "NEEDS_ATTENTION":
+		if !slices.Contains(f.Attention, errorCode) {
+			violate("task %s NEEDS_ATTENTION %q, which this run's faults do not explain (allowed: %v)", id, errorCode, f.Attention)
+		}
+		if reservation != "HELD" {
+			violate("task %s NEEDS_ATTENTION: reservation %s, want HELD until a person decides", id, reservation)
+		}
+	default:
+		violate("task %s ended %s, a status the check does not know", id, status)
 	}
 	if status == "SUCCEEDED" {
 		if err := checkAssets(ctx, f, id, violate); err != nil {
