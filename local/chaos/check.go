@@ -58,6 +58,7 @@ type report struct {
 	// Resolved counts the operator's decisions on lost submits, by what it
 	// found (actAsOperator).
 	Resolved   map[string]int
+	HandedOver map[string]int // lost submits in NEEDS_ATTENTION when the operator looked, by provider
 	Invariants []invariant
 }
 
@@ -136,7 +137,7 @@ func (w *world) check(ctx context.Context, r *report) error {
 	}
 	for _, step := range []func(context.Context, *report) error{
 		w.checkTerminal, w.checkSettlement, w.checkObjects, w.checkReview, w.checkRenders, w.checkRemoteJobs, w.checkOutbox, w.checkInbox, w.checkQuarantine,
-		w.checkProxyRecovery,
+		w.checkProxyRecovery, w.checkHandedOver,
 	} {
 		if err := step(ctx, r); err != nil {
 			return err

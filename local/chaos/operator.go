@@ -11,6 +11,30 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// withoutLookup are the providers whose API cannot find a job by our
+// request id (Runway): only there may a lost submit go to a person. At
+// Replicate the lookup decides, and an outage only delays it.
+var withoutLookup = map[string]bool{"runway": true}
+
+// checkHandedOver holds the lost submits handed to a person to the
+// providers without a lookup.
+func (w *world) checkHandedOver(_ context.Context, r *report) error {
+	r.HandedOver = w.handedOver
+	var wrong []string
+	for provider, n := range w.handedOver {
+		if !withoutLookup[provider] {
+			wrong = append(wrong, fmt.Sprintf("%d at %s, which has a lookup", n, provider))
+		}
+	}
+	slices.Sort(wrong)
+	detail := fmt.Sprintf("%v handed over", w.handedOver)
+	if len(wrong) > 0 {
+		detail += "; " + strings.Join(wrong, ", ")
+	}
+	r.add("a lost submit goes to a person only at a provider without a lookup", len(wrong) == 0, "%s", detail)
+	return nil
+}
+
 // Resolutions of the operator, by what it found.
 const (
 	resolvedJob       = "job found"
@@ -54,6 +78,7 @@ func (w *world) actAsOperator(ctx context.Context) (map[string]int, error) {
 	}
 	done := map[string]int{}
 	for _, l := range tasks {
+		w.handedOver[l.provider]++
 		var found []string
 		for _, id := range w.provider(l.provider).sim.JobsWithPrompt(l.prompt) {
 			if !slices.Contains(l.owned, id) {

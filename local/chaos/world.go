@@ -83,8 +83,11 @@ type world struct {
 	adminURL string // the services' database, where the run's is created
 	dbURL    string
 	pool     *pgxpool.Pool
-	blob     *blob.Store
-	bucket   string
+	// handedOver counts the lost submits actAsOperator found in
+	// NEEDS_ATTENTION, by provider.
+	handedOver map[string]int
+	blob       *blob.Store
+	bucket     string
 	// providers are Replicate's and Runway's simulators, in routing order.
 	providers    []*simProvider
 	reviewer     *reviewsim.Server
@@ -107,7 +110,7 @@ type world struct {
 }
 
 func newWorld(ctx context.Context, o options) (*world, error) {
-	w := &world{o: o, funcURLs: map[string]string{}, tasks: map[string]string{}, renders: map[string]string{}}
+	w := &world{o: o, funcURLs: map[string]string{}, tasks: map[string]string{}, renders: map[string]string{}, handedOver: map[string]int{}}
 	ok := false
 	defer func() {
 		if !ok {
