@@ -36,6 +36,7 @@ func faultyProvider(t *testing.T) options {
 	o.sim.OutputNotReady = 300 * time.Millisecond
 	o.sim.RetryAfter = time.Second
 	o.sim.Seed = time.Now().UnixNano()
+	t.Logf("simulators' seed %d (set it in faultyProvider to replay this run's faults)", o.sim.Seed)
 	o.sim.CacheDir = t.TempDir()
 	// Content review on, with a reviewer that rejects some outputs and is
 	// sometimes unavailable (README, "Content review").
@@ -101,7 +102,9 @@ func runJourney(t *testing.T, o options) {
 		len(res.Tasks), res.Elapsed.Round(time.Second), rep.ByStatus, rep.Attempts, rep.MaxJobsPerKey, rep.CreditsCharged, stats.Faults)
 	require.Empty(t, rep.Violations)
 	require.Len(t, res.Tasks, journeyGenerations)
-	require.Positive(t, rep.ByStatus["SUCCEEDED"], "with these fault rates most generations succeed")
+	// A tenth is canceled, and the simulators fail or refuse about one in
+	// ten of the rest: far more than half succeed, whatever the seed.
+	require.GreaterOrEqual(t, rep.ByStatus["SUCCEEDED"], journeyGenerations/2, "with these fault rates most generations succeed")
 	require.Positive(t, stats.Faults.RateLimited+stats.Faults.Dropped+stats.Faults.ServerErrors, "the faults were injected")
 
 	// The export journey on the same pipeline: an upload and generated
