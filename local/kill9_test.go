@@ -162,24 +162,14 @@ func TestKillNineAndRestart(t *testing.T) {
 	require.NoError(t, err)
 	stats := simStats(ctx, t, second.sim)
 	res := drive.Result{Tasks: tasks, Final: final, Stream: map[uuid.UUID][]int64{}}
-	for _, id := range tasks {
-		// The event stream of a killed process is gone with it: what the
-		// stream check compares is given from the timeline itself.
-		rows, err := pool.Query(ctx, `SELECT version FROM task_events WHERE task_id = $1 ORDER BY version`, id)
-		require.NoError(t, err)
-		for rows.Next() {
-			var v int64
-			require.NoError(t, rows.Scan(&v))
-			res.Stream[id] = append(res.Stream[id], v)
-		}
-		require.NoError(t, rows.Err())
-	}
-	rep, err := drive.Check(ctx, drive.Facts{Pool: pool, Blob: store, JobsByKey: stats.JobsByIdempotencyKey}, res)
+	rep, err := drive.Check(ctx, drive.Facts{Pool: pool, Blob: store, JobsByKey: stats.JobsByIdempotencyKey, JobsByPrompt: stats.JobsByPrompt,
+		Attention:    []string{"reconcile.submit_unknown"}, // Runway, which go run ./local fails over to, has no lookup
+		StreamUnseen: "the event streams the driver read died with the killed process, and a new stream starts from the restart"}, res)
 	require.NoError(t, err)
 	require.Empty(t, rep.Violations)
 	require.GreaterOrEqual(t, stats.JobsCreated, len(tasks), "the simulator forgot jobs of the first run")
-	t.Logf("attempts %d, most remote jobs per attempt key %d, credits charged %d, simulator jobs %d",
-		rep.Attempts, rep.MaxJobsPerKey, rep.CreditsCharged, stats.JobsCreated)
+	t.Logf("attempts %d, most remote jobs per attempt key %d and per task %d, credits charged %d, simulator jobs %d; stream check skipped: %s",
+		rep.Attempts, rep.MaxJobsPerKey, rep.MaxJobsPerTask, rep.CreditsCharged, stats.JobsCreated, rep.StreamSkipped)
 }
 
 // localRun is one started `go run ./local`.
