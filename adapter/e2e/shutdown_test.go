@@ -414,8 +414,8 @@ func TestAPIShutdown(t *testing.T) {
 
 // TestFunctionShutdown stops the settle stage function (func-go's runtime,
 // STAGE=settle) with SIGTERM while it handles an event that waits on the
-// task's row lock: the event is answered (200, settled; or a 5xx with
-// nothing committed), never dropped half-way, and the process exits 0.
+// task's row lock: the event is finished and answered 200, settled once,
+// and the process exits 0.
 func TestFunctionShutdown(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -487,15 +487,11 @@ func TestFunctionShutdown(t *testing.T) {
 		(SELECT count(*) FROM inbox_dedup WHERE consumer_name = $2 AND event_id = $3),
 		(SELECT count(*) FROM credit_ledger WHERE tenant_id = $4 AND ledger_business_type = $5)`,
 		tk.ID, catalog.GroupSettle.Name, env.EventID, tk.TenantID, billing.EntryCapture).Scan(&reservation, &inboxRows, &captures))
-	switch {
-	case a.status == http.StatusOK:
-		require.Equal(t, []any{billing.Captured, 1, 1}, []any{reservation, inboxRows, captures}, "answered 200: settled once")
-	case a.status >= 500:
-		require.Equal(t, []any{billing.Held, 0, 0}, []any{reservation, inboxRows, captures}, "answered %d: nothing committed", a.status)
-	default:
-		t.Fatalf("the event in flight was answered %d", a.status)
-	}
-	t.Logf("the event in flight was answered %d", a.status)
+	// A stop drains: the event in flight finishes its work and is
+	// answered 200, settled once; a 5xx would be a delivery thrown away
+	// by a routine scale-down.
+	require.Equal(t, http.StatusOK, a.status, "the event in flight at SIGTERM is finished, not failed")
+	require.Equal(t, []any{billing.Captured, 1, 1}, []any{reservation, inboxRows, captures}, "answered 200: settled once")
 }
 
 // succeededTask makes a tenant and a SUCCEEDED task holding a reservation
