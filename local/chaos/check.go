@@ -135,9 +135,10 @@ func (w *world) check(ctx context.Context, r *report) error {
 	} else {
 		r.add("converged after the last fault", false, "not within %s", w.o.Converge)
 	}
+	w.reportHandedOver(r)
 	for _, step := range []func(context.Context, *report) error{
 		w.checkTerminal, w.checkSettlement, w.checkObjects, w.checkReview, w.checkRenders, w.checkRemoteJobs, w.checkOutbox, w.checkInbox, w.checkQuarantine,
-		w.checkProxyRecovery, w.checkHandedOver,
+		w.checkProxyRecovery,
 	} {
 		if err := step(ctx, r); err != nil {
 			return err
