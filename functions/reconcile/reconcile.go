@@ -239,11 +239,17 @@ func (r *reconciler) work(ctx context.Context, d stage.Delivery[task.ReconcileDu
 				Set: task.Fields{ErrorCode: task.Ptr("reconcile.submit_unknown"), ErrorMessage: &msg}})
 			return err
 		}
+		// The next lookup touches the task, as an outage's does: the
+		// scanner sees a chain that runs as alive, however slowly.
 		at := now.Add(r.Journey.ReconcileAfter)
-		look, err := o.EmitAt(cur, again(cur, due, at), at)
+		next := again(cur, due, at)
+		next.ExpectedVersion = cur.Version + 1
+		look, err := o.EmitAt(cur, next, at)
 		if err != nil {
 			return err
 		}
-		return outbox.Write(ctx, tx, look)
+		_, err = task.Touch(ctx, tx, o, cur, fmt.Sprintf("lookup %d of %d did not find out (%v); looking again in %s",
+			due.Round+1, r.Journey.ReconcileRounds, provider.ClassOf(findErr), r.Journey.ReconcileAfter), look)
+		return err
 	})
 }

@@ -455,16 +455,13 @@ func (r *reconciler) lostMedia(ctx context.Context, tx pgx.Tx, t task.Task) ([]o
 
 // lostLookup restarts the lookup of a lost submit, a bounded number of
 // times.
+//
+// It gives up only as every rescue does, after maxRescues restarts the
+// lookup stage took without the task moving or being touched since: each
+// lookup touches the task, so a chain that runs, however slowly (its
+// consumer deaf, its function paused), is progress, and ends by itself
+// (found, not found, or RECONCILE_MAX_ROUNDS answers that said nothing).
 func (r *reconciler) lostLookup(ctx context.Context, tx pgx.Tx, t task.Task) ([]outbox.Event, error) {
-	// Every lookup the scanner restarted that the lookup stage took,
-	// progress or not: each ran a whole chain of lookups.
-	rescues, err := takenRescues(ctx, tx, t.ID, catalog.EventReconcileDue, false)
-	if err != nil {
-		return nil, err
-	}
-	if rescues >= maxRescues {
-		return nil, errGiveUp
-	}
 	lost, err := attempt.Latest(ctx, tx, t.ID, attempt.SubmitUnknown)
 	if errors.Is(err, attempt.ErrNotFound) {
 		return nil, errGiveUp

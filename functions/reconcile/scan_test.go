@@ -174,6 +174,38 @@ func TestScanHandsARepeatedlyLostLookupToAPerson(t *testing.T) {
 	require.Equal(t, "reconcile.submit_unknown", got.ErrorCode)
 }
 
+// TestScanKeepsRestartingALookupChainThatRuns: a lookup chain the scanner
+// restarts, whose lookups then run (each touches the task) without finding
+// out yet, is not a chain without progress: however many times the
+// scanner has to restart it (its consumer deaf, its function paused), the
+// task is not handed to a person for it.
+func TestScanKeepsRestartingALookupChainThatRuns(t *testing.T) {
+	t.Parallel()
+	b := scanSetup(t)
+	stuck := b.stuckTask(t, task.Reconciling, time.Hour)
+	_, err := b.pool.Exec(t.Context(), `INSERT INTO task_attempts (task_id, attempt_no, provider, model, provider_idempotency_key, client_request_id, status)
+		VALUES ($1::uuid, 1, 'sim', 'm', $1::uuid::text || '-1', 'crid', 'SUBMIT_UNKNOWN')`, stuck.ID)
+	require.NoError(t, err)
+	for i := range 2 * 3 {
+		b.age(t, stuck.ID)
+		rep, err := b.scanner.Scan(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, 1, rep.Rescued[task.Reconciling], "scan %d", i)
+		require.Zero(t, rep.NeedsAttention, "scan %d: the restarted chain ran", i)
+		// The restarted chain's lookup did not find out yet: it touched
+		// the task, as the lookup stage does.
+		require.NoError(t, pgx.BeginFunc(t.Context(), b.pool, func(tx pgx.Tx) error {
+			cur, err := task.Lock(t.Context(), tx, stuck.ID)
+			if err != nil {
+				return err
+			}
+			_, err = task.Touch(t.Context(), tx, task.Origin{Producer: reconcile.Name}, cur, "lookup 1 of 10 did not find out (unavailable); looking again in 2s")
+			return err
+		}))
+	}
+	require.Equal(t, task.Reconciling, b.reloadTask(t, stuck.ID).Status)
+}
+
 // age makes a task look an hour old again and its events published an
 // hour ago, as they would be an hour after the last scan re-emitted its
 // step, and has every stage the steps of that scan go to take them and
