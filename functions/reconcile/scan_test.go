@@ -155,9 +155,7 @@ func TestScanHandsARepeatedlyLostLookupToAPerson(t *testing.T) {
 	t.Parallel()
 	b := scanSetup(t)
 	stuck := b.stuckTask(t, task.Reconciling, time.Hour)
-	_, err := b.pool.Exec(t.Context(), `INSERT INTO task_attempts (task_id, attempt_no, provider, model, provider_idempotency_key, client_request_id, status)
-		VALUES ($1::uuid, 1, 'sim', 'm', $1::uuid::text || '-1', 'crid', 'SUBMIT_UNKNOWN')`, stuck.ID)
-	require.NoError(t, err)
+	b.lostSubmit(t, stuck.ID)
 	for i := range 4 {
 		b.age(t, stuck.ID)
 		rep, err := b.scanner.Scan(t.Context())
@@ -183,9 +181,7 @@ func TestScanKeepsRestartingALookupChainThatRuns(t *testing.T) {
 	t.Parallel()
 	b := scanSetup(t)
 	stuck := b.stuckTask(t, task.Reconciling, time.Hour)
-	_, err := b.pool.Exec(t.Context(), `INSERT INTO task_attempts (task_id, attempt_no, provider, model, provider_idempotency_key, client_request_id, status)
-		VALUES ($1::uuid, 1, 'sim', 'm', $1::uuid::text || '-1', 'crid', 'SUBMIT_UNKNOWN')`, stuck.ID)
-	require.NoError(t, err)
+	b.lostSubmit(t, stuck.ID)
 	for i := range 2 * 3 {
 		b.age(t, stuck.ID)
 		rep, err := b.scanner.Scan(t.Context())
@@ -204,6 +200,14 @@ func TestScanKeepsRestartingALookupChainThatRuns(t *testing.T) {
 		}))
 	}
 	require.Equal(t, task.Reconciling, b.reloadTask(t, stuck.ID).Status)
+}
+
+// lostSubmit gives task id the attempt of a submit whose answer was lost.
+func (b *scanBundle) lostSubmit(t *testing.T, id uuid.UUID) {
+	t.Helper()
+	_, err := b.pool.Exec(t.Context(), `INSERT INTO task_attempts (task_id, attempt_no, provider, model, provider_idempotency_key, client_request_id, status)
+		VALUES ($1::uuid, 1, 'sim', 'm', $1::uuid::text || '-1', 'crid', 'SUBMIT_UNKNOWN')`, id)
+	require.NoError(t, err)
 }
 
 // age makes a task look an hour old again and its events published an
@@ -252,9 +256,7 @@ func TestScanNeverGivesUpOnReemissionsNobodyTook(t *testing.T) {
 			stuck := b.stuckTask(t, status, time.Hour)
 			code, reason := "reconcile.no_progress", "each reached its stage"
 			if status == task.Reconciling { // a lost submit whose lookups keep getting lost
-				_, err := b.pool.Exec(t.Context(), `INSERT INTO task_attempts (task_id, attempt_no, provider, model, provider_idempotency_key, client_request_id, status)
-					VALUES ($1::uuid, 1, 'sim', 'm', $1::uuid::text || '-1', 'crid', 'SUBMIT_UNKNOWN')`, stuck.ID)
-				require.NoError(t, err)
+				b.lostSubmit(t, stuck.ID)
 				code, reason = "reconcile.submit_unknown", "a person decides"
 			}
 			const outageRounds = 8
