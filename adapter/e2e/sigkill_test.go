@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -121,7 +122,45 @@ func TestRealBrokerSIGKILL(t *testing.T) {
 	// stage.HTTPHandler. func-go's own handler (sdk-go's receiver) can strand
 	// a request under concurrent deliveries, and a stranded request kept
 	// httptest's Close waiting for good once (the test ran into its timeout).
-	stageServer := httptest.NewServer(stage.HTTPHandler(fn.Handle))
+	// Every delivery that reaches the stage is counted by event id: more
+	// deliveries than events means a kill landed where it matters (a
+	// source killed holding handled but unacknowledged messages, a relay
+	// killed between its send and its mark), and the inbox absorbed the
+	// repeats.
+	//
+	// Random kills alone seldom land there (a run of 9 kills once made no
+	// repeat at all), so three deliveries also kill the source themselves:
+	// after the stage committed, before the source hears the answer. The
+	// messages it held come back, and the inbox must absorb them.
+	var (
+		deliveredMu sync.Mutex
+		delivered   = map[string]int{}
+		cycle       sync.Mutex // one kill-and-restart at a time
+		sourceProc  *process
+	)
+	killAt := map[int]bool{200: true, 800: true, 1400: true}
+	handler := stage.HTTPHandler(fn.Handle)
+	stageServer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		deliveredMu.Lock()
+		delivered[r.Header.Get("Ce-Id")]++
+		kill := delivered[r.Header.Get("Ce-Id")] == 1 && killAt[len(delivered)]
+		deliveredMu.Unlock()
+		if !kill {
+			handler.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, r)
+		cycle.Lock()
+		sourceProc.kill()
+		sourceProc.start()
+		cycle.Unlock()
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	}))
 	t.Cleanup(stageServer.Close)
 
 	bin := buildAdapter(t)
@@ -138,9 +177,21 @@ func TestRealBrokerSIGKILL(t *testing.T) {
 		"SOURCE_COLD_START=2s",
 	)
 	relayProc := &process{t: t, name: "relay", bin: bin, args: []string{"relay"}, env: env, logs: logs}
-	sourceProc := &process{t: t, name: "source", bin: bin, args: []string{"source", "--group", group.Name, "--sink", stageServer.URL}, env: env, logs: logs}
+	sourceProc = &process{t: t, name: "source", bin: bin, args: []string{"source", "--group", group.Name, "--sink", stageServer.URL}, env: env, logs: logs}
 	relayProc.start()
 	sourceProc.start()
+	// A failed run must not leave its processes behind: a source left
+	// running in the catalog's group would take the next run's messages.
+	t.Cleanup(func() {
+		for _, p := range []*process{relayProc, sourceProc} {
+			p.mu.Lock()
+			if p.cmd != nil && p.cmd.ProcessState == nil {
+				_ = p.cmd.Process.Kill()
+				_ = p.cmd.Wait()
+			}
+			p.mu.Unlock()
+		}
+	})
 	t.Cleanup(func() {
 		if t.Failed() {
 			out, _ := os.ReadFile(logs.Name())
@@ -167,22 +218,40 @@ func TestRealBrokerSIGKILL(t *testing.T) {
 		writeDone <- nil
 	}()
 
-	// Chaos until the writes are done and a little after.
+	// Chaos until the writes are done and a little after, from a seed
+	// that is logged, so a failure replays.
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("kill schedule seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, seed))
 	chaosUntil := time.Now().Add(14 * time.Second)
 	for time.Now().Before(chaosUntil) {
-		time.Sleep(time.Duration(400+rand.IntN(1200)) * time.Millisecond)
+		time.Sleep(time.Duration(400+rng.IntN(1200)) * time.Millisecond)
 		victim := relayProc
-		if rand.IntN(2) == 0 {
+		if rng.IntN(2) == 0 {
 			victim = sourceProc
 		}
+		cycle.Lock()
 		victim.kill()
-		time.Sleep(time.Duration(100+rand.IntN(700)) * time.Millisecond)
+		time.Sleep(time.Duration(100+rng.IntN(700)) * time.Millisecond)
 		victim.start()
+		cycle.Unlock()
 	}
 	require.NoError(t, <-writeDone)
 	t.Logf("SIGKILLs: relay %d, source %d", relayProc.kills, sourceProc.kills)
 	require.Positive(t, relayProc.kills+sourceProc.kills)
 
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		var unpublished, inbox, failures int
+		_ = pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM outbox_events WHERE published_at IS NULL),
+			(SELECT count(*) FROM inbox_dedup), (SELECT count(*) FROM delivery_failures)`).Scan(&unpublished, &inbox, &failures)
+		deliveredMu.Lock()
+		reached := len(delivered)
+		deliveredMu.Unlock()
+		t.Logf("on failure: %d outbox rows unpublished, %d inbox rows, %d delivery failure records, %d distinct events reached the stage", unpublished, inbox, failures, reached)
+	})
 	waitForEffects(t, pool, n, 3*time.Minute)
 	// Redeliveries of deliveries cut short by the kills arrive within the
 	// invisible time; give them that long to show up as duplicates.
@@ -193,6 +262,21 @@ func TestRealBrokerSIGKILL(t *testing.T) {
 	var pending int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM outbox_events WHERE published_at IS NULL`).Scan(&pending))
 	require.Zero(t, pending, "every outbox row published")
+	deliveredMu.Lock()
+	deliveries, repeated := 0, 0
+	for id, k := range delivered {
+		if id == "" {
+			continue
+		}
+		deliveries += k
+		if k > 1 {
+			repeated++
+		}
+	}
+	deliveredMu.Unlock()
+	t.Logf("%d deliveries of %d events reached the stage; %d events came more than once, each applied once", deliveries, n, repeated)
+	require.Positive(t, repeated, "no kill landed between a delivery and its ACK or between a send and its mark: the test proved nothing (seed %d)", seed)
+	require.Positive(t, sourceProc.kills, "the source was killed")
 
 	relayProc.stop()
 	sourceProc.stop()
