@@ -207,3 +207,17 @@ func TestProxyRecoveryCheck(t *testing.T) {
 	require.False(t, r.Invariants[1].Held)
 	require.Contains(t, r.Invariants[1].Detail, "c/delay 1m40s after the restart")
 }
+
+func TestHandedOverCheck(t *testing.T) {
+	check := func(handedOver map[string]int) invariant {
+		r := &report{}
+		(&world{handedOver: handedOver}).checkHandedOver(r)
+		require.Len(t, r.Invariants, 1)
+		return r.Invariants[0]
+	}
+	require.True(t, check(map[string]int{}).Held)
+	require.True(t, check(map[string]int{"runway": 3}).Held)
+	got := check(map[string]int{"runway": 3, "replicate": 1})
+	require.False(t, got.Held)
+	require.Contains(t, got.Detail, "1 at replicate")
+}

@@ -135,7 +135,7 @@ func (w *world) check(ctx context.Context, r *report) error {
 	} else {
 		r.add("converged after the last fault", false, "not within %s", w.o.Converge)
 	}
-	w.reportHandedOver(r)
+	w.checkHandedOver(r)
 	for _, step := range []func(context.Context, *report) error{
 		w.checkTerminal, w.checkSettlement, w.checkObjects, w.checkReview, w.checkRenders, w.checkRemoteJobs, w.checkOutbox, w.checkInbox, w.checkQuarantine,
 		w.checkProxyRecovery,
