@@ -23,7 +23,8 @@ func TestStageContract(t *testing.T) {
 			tk, attemptID := fetchingTask(t, check)
 			removeAfter(t, store, outputKey(t, tk))
 			download, _ := video(16<<10, true)
-			fn := fetch.New(fetch.Params{Pool: stagePool, Providers: provider.Single(&fakeProvider{download: download}), Blob: store,
+			fake := &fakeProvider{download: download}
+			fn := fetch.New(fetch.Params{Pool: stagePool, Providers: provider.Single(fake), Blob: store,
 				Timeout: 5 * time.Second, Journey: journey})
 			return stagecontract.World{
 				Func:     fn,
@@ -32,6 +33,8 @@ func TestStageContract(t *testing.T) {
 				Payload:  map[string]any{"task_id": tk.ID, "attempt_id": attemptID},
 				Required: "task_id",
 				Effects:  func(t *testing.T) int { return len(assets(t, check, tk.ID)) },
+				// The download is the provider call and the S3 upload.
+				Work: func(*testing.T) int { gets, downloads := fake.counts(); return gets + downloads },
 				// The output is stored already: the task is processing it.
 				MakeStale: func(t *testing.T) { stagetest.Advance(t, check, tk.ID, task.Transition{To: task.MediaProcessing}) },
 				Break:     func(*testing.T) { stagePool.Close() },

@@ -21,7 +21,8 @@ func TestStageContract(t *testing.T) {
 	world := func(t *testing.T, payload func(tk task.Task, attemptID string) map[string]any, required string) stagecontract.World {
 		check, stagePool := stagecontract.Schema(t)
 		tk, attemptID := runningTask(t, check, time.Now().Add(-time.Second).UTC().Truncate(time.Microsecond))
-		fn := poll.New(poll.Params{Pool: stagePool, Providers: provider.Single(&fakeProvider{job: jobIs(provider.StatusSucceeded)}), Journey: journey, Timeout: time.Second})
+		fake := &fakeProvider{job: jobIs(provider.StatusSucceeded)}
+		fn := poll.New(poll.Params{Pool: stagePool, Providers: provider.Single(fake), Journey: journey, Timeout: time.Second})
 		return stagecontract.World{
 			Func:      fn,
 			Check:     check,
@@ -29,6 +30,7 @@ func TestStageContract(t *testing.T) {
 			Payload:   payload(tk, attemptID.String()),
 			Required:  required,
 			Effects:   func(t *testing.T) int { return len(storedEvents(t, check, catalog.EventFetchRequested)) },
+			Work:      func(*testing.T) int { return fake.calls() },
 			MakeStale: func(t *testing.T) { stagetest.Advance(t, check, tk.ID, task.Transition{To: task.Failed}) },
 			Break:     func(*testing.T) { stagePool.Close() },
 		}

@@ -14,7 +14,7 @@ import (
 
 func TestStageContract(t *testing.T) {
 	t.Parallel()
-	store, tool := newStore(t), newTool(t)
+	store := newStore(t)
 	path := clip(t, false)
 	stagecontract.Run(t, stagecontract.Stage{
 		EventType:  catalog.EventPostprocess,
@@ -25,6 +25,7 @@ func TestStageContract(t *testing.T) {
 			tk := processingTask(t, check)
 			assetID := storeOutput(t, check, store, tk, path)
 			payload := map[string]any{"task_id": tk.ID, "asset_id": assetID, "step": catalog.TagProbe}
+			tool, runs := stagetest.CountingTool(t)
 			return stagecontract.World{
 				Func:      probe.New(probe.Params{Pool: stagePool, Blob: store, Media: tool}),
 				Check:     check,
@@ -32,6 +33,7 @@ func TestStageContract(t *testing.T) {
 				Payload:   payload,
 				Required:  "asset_id",
 				Effects:   func(t *testing.T) int { return len(storedEvents(t, check, catalog.EventPostprocess)) },
+				Work:      runs.Count,
 				MakeStale: func(t *testing.T) { stagetest.Advance(t, check, tk.ID, task.Transition{To: task.Failed}) },
 				Break:     func(*testing.T) { stagePool.Close() },
 				ForeignAsset: func(t *testing.T) map[string]any {

@@ -32,6 +32,7 @@ func TestStageContract(t *testing.T) {
 				Payload:   map[string]any{"task_id": tk.ID, "attempt_id": a.ID, "reason": "submit answer lost"},
 				Required:  "attempt_id",
 				Effects:   func(t *testing.T) int { return len(storedEvents(t, check, catalog.EventPollDue)) },
+				Work:      func(*testing.T) int { return found.calls() },
 				MakeStale: func(t *testing.T) { stagetest.Advance(t, check, tk.ID, task.Transition{To: task.NeedsAttention}) },
 				Break:     func(*testing.T) { stagePool.Close() },
 			}

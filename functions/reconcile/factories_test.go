@@ -53,6 +53,13 @@ func (f *fakeProvider) FindByClientRequestID(_ context.Context, clientRequestID 
 	return f.find(len(f.lookups))
 }
 
+// calls counts the lookups and submits made so far.
+func (f *fakeProvider) calls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.lookups) + len(f.submits)
+}
+
 func (f *fakeProvider) Submit(_ context.Context, req provider.SubmitRequest) (provider.Job, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

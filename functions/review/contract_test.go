@@ -18,7 +18,7 @@ import (
 
 func TestStageContract(t *testing.T) {
 	t.Parallel()
-	store, tool := newStore(t), newTool(t)
+	store := newStore(t)
 	sim := startSim(t, reviewsim.DefaultOptions())
 	path := mediatest.Clip(t, mediatest.ClipParams{Duration: time.Second, Width: 160, Height: 120, Rate: 10, NoAudio: true})
 	stagecontract.Run(t, stagecontract.Stage{
@@ -36,6 +36,7 @@ func TestStageContract(t *testing.T) {
 			require.NoError(t, err)
 			removeAfter(t, store, key)
 			payload := map[string]any{"task_id": tk.ID, "asset_id": source, "step": catalog.TagReview}
+			tool, runs := stagetest.CountingTool(t)
 			return stagecontract.World{
 				Func:     review.New(review.Params{Pool: stagePool, Blob: store, Media: tool, Config: cfg, TmpDir: t.TempDir()}),
 				Check:    check,
@@ -49,6 +50,8 @@ func TestStageContract(t *testing.T) {
 					require.NoError(t, check.QueryRow(t.Context(), `SELECT attempts FROM task_reviews WHERE task_id = $1`, tk.ID).Scan(&n))
 					return n
 				},
+				// The frames ffmpeg takes, and the reviewer's call.
+				Work:      func(t *testing.T) int { return runs.Count(t) + sim.Stats().Tasks[tk.ID.String()] },
 				MakeStale: func(t *testing.T) { stagetest.Advance(t, check, tk.ID, task.Transition{To: task.Failed}) },
 				Break:     func(*testing.T) { stagePool.Close() },
 				ForeignAsset: func(t *testing.T) map[string]any {

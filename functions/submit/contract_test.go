@@ -22,7 +22,8 @@ func TestStageContract(t *testing.T) {
 		Setup: func(t *testing.T) stagecontract.World {
 			check, stagePool := stagecontract.Schema(t)
 			tk := stagetest.NewTask(t, check, nil)
-			fn := submit.New(submit.Params{Pool: stagePool, Providers: provider.Single(&fakeProvider{answer: accepted}), Journey: journey, Timeout: time.Second})
+			fake := &fakeProvider{answer: accepted}
+			fn := submit.New(submit.Params{Pool: stagePool, Providers: provider.Single(fake), Journey: journey, Timeout: time.Second})
 			return stagecontract.World{
 				Func:     fn,
 				Check:    check,
@@ -35,6 +36,7 @@ func TestStageContract(t *testing.T) {
 					require.NoError(t, check.QueryRow(t.Context(), `SELECT count(*) FROM task_attempts WHERE task_id = $1`, tk.ID).Scan(&n))
 					return n
 				},
+				Work:      func(*testing.T) int { return fake.submits() },
 				MakeStale: func(t *testing.T) { stagetest.Advance(t, check, tk.ID, task.Transition{To: task.Canceled}) },
 				Break:     func(*testing.T) { stagePool.Close() },
 			}

@@ -50,6 +50,12 @@ func (f *fakeProvider) Submit(_ context.Context, req provider.SubmitRequest) (pr
 	return f.answer(len(f.keys))
 }
 
+func (f *fakeProvider) submits() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.keys)
+}
+
 type testBundle struct {
 	pool *pgxpool.Pool
 	fake *fakeProvider

@@ -16,7 +16,7 @@ import (
 
 func TestStageContract(t *testing.T) {
 	t.Parallel()
-	store, tool := newStore(t), newTool(t)
+	store := newStore(t)
 	path := mediatest.Clip(t, mediatest.ClipParams{Duration: time.Second, Width: 160, Height: 120, Rate: 10})
 	stagecontract.Run(t, stagecontract.Stage{
 		EventType:  catalog.EventPostprocess,
@@ -28,6 +28,7 @@ func TestStageContract(t *testing.T) {
 			source := storeProbedOutput(t, check, store, tk, path, true)
 			removeAfter(t, store, derivativeKey(t, tk, "thumbnail", "thumbnail.jpg"))
 			payload := map[string]any{"task_id": tk.ID, "asset_id": source, "step": catalog.TagThumbnail}
+			tool, runs := stagetest.CountingTool(t)
 			return stagecontract.World{
 				Func:     transcode.New(transcode.Params{Pool: stagePool, Blob: store, Media: tool, TmpDir: t.TempDir()}),
 				Check:    check,
@@ -39,6 +40,7 @@ func TestStageContract(t *testing.T) {
 					require.NoError(t, check.QueryRow(t.Context(), `SELECT count(*) FROM assets WHERE source_asset_id = $1`, source).Scan(&n))
 					return n
 				},
+				Work:      runs.Count,
 				MakeStale: func(t *testing.T) { stagetest.Advance(t, check, tk.ID, task.Transition{To: task.Failed}) },
 				Break:     func(*testing.T) { stagePool.Close() },
 				ForeignAsset: func(t *testing.T) map[string]any {

@@ -8,7 +8,8 @@
 //
 // The cases:
 //
-//   - a duplicate delivery gives one effect, and the inbox absorbs it;
+//   - a duplicate delivery gives one effect, and does none of the costly
+//     work again (World.Work: the provider call, the ffmpeg run);
 //   - a stale event (the task moved on) records STALE_NOOP and does nothing;
 //   - an event naming another tenant than its task's, or an asset of
 //     another tenant, is permanent with security.tenant_mismatch;
@@ -73,6 +74,13 @@ type World struct {
 	// wrote, a ledger row, a message published): one delivery that acts
 	// adds at least one, a duplicate none.
 	Effects func(t *testing.T) int
+	// Work counts the costly work the stage did so far outside its
+	// transaction: provider calls, ffmpeg and ffprobe runs, reviewer
+	// calls. It is what a duplicate or a stale event must not do again,
+	// and what a UNIQUE constraint on Effects cannot catch (the second
+	// run rolls back, its cost is paid). Nil only for a stage whose whole
+	// work is its transaction (settle, a render's start, notify's push).
+	Work func(t *testing.T) int
 	// MakeStale moves the task (or its chain) on, so that Payload no
 	// longer applies.
 	MakeStale func(t *testing.T)
@@ -163,6 +171,14 @@ func (r *run) deliverPayload(t *testing.T, eventID string, payload map[string]an
 	return r.deliver(t, eventID, r.stage.EventType, r.world.Task.TenantID.String(), payload)
 }
 
+// work is World.Work, 0 for a stage without work outside its transaction.
+func (r *run) work(t *testing.T) int {
+	if r.world.Work == nil {
+		return 0
+	}
+	return r.world.Work(t)
+}
+
 // inbox is what the inbox recorded for eventID: "" when nothing.
 func (r *run) inbox(t *testing.T, eventID string) string {
 	t.Helper()
@@ -204,18 +220,24 @@ var cases = map[string]func(t *testing.T, r *run){
 		require.NoError(t, r.deliverPayload(t, id, r.world.Payload))
 		n := r.world.Effects(t)
 		require.Positive(t, n, "the first delivery acts")
+		if r.world.Work != nil {
+			require.Positive(t, r.work(t), "the first delivery does the stage's work")
+		}
 		if r.stage.Consumer != "" {
 			require.Equal(t, "APPLIED", r.inbox(t, id))
 		}
+		work := r.work(t)
 		require.NoError(t, r.deliverPayload(t, id, r.world.Payload), "a duplicate is answered as done")
 		require.Equal(t, n, r.world.Effects(t), "and has no effect")
+		require.Equal(t, work, r.work(t), "and does none of the stage's work again")
 	},
 	"a stale event is a recorded no-op": func(t *testing.T, r *run) {
 		r.world.MakeStale(t)
-		before := r.world.Effects(t)
+		before, work := r.world.Effects(t), r.work(t)
 		id := uuid.NewString()
 		require.NoError(t, r.deliverPayload(t, id, r.world.Payload))
 		require.Equal(t, before, r.world.Effects(t))
+		require.Equal(t, work, r.work(t), "a stale event does none of the stage's work")
 		if r.stage.Consumer != "" {
 			require.Equal(t, "STALE_NOOP", r.inbox(t, id))
 		}

@@ -7,8 +7,14 @@
 package stagetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -148,6 +154,40 @@ func RemoveAfter(t testing.TB, store *blob.Store, keys ...string) {
 func NewTool(t testing.TB) *media.Tool {
 	t.Helper()
 	return media.New(config.Media{FFmpegPath: mediatest.FFmpeg(t), FFprobePath: mediatest.FFprobe(t)})
+}
+
+// ToolRuns counts the ffmpeg and ffprobe processes a [CountingTool] ran.
+type ToolRuns struct{ log string }
+
+// Count is how many runs have started so far, of either binary.
+func (r ToolRuns) Count(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile(r.log)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0
+	}
+	require.NoError(t, err)
+	return bytes.Count(b, []byte("\n"))
+}
+
+// CountingTool is [NewTool] whose ffmpeg and ffprobe are wrapped in a
+// script that writes a line per run before it becomes the real binary
+// (exec: a deadline still kills ffmpeg itself). A test counts real runs
+// with it, the costly work a duplicate delivery must not do again.
+func CountingTool(t testing.TB) (*media.Tool, ToolRuns) {
+	t.Helper()
+	dir := t.TempDir()
+	runs := ToolRuns{log: filepath.Join(dir, "runs")}
+	wrap := func(name, bin string) string {
+		real, err := exec.LookPath(bin)
+		require.NoError(t, err)
+		script := filepath.Join(dir, name)
+		body := fmt.Sprintf("#!/bin/sh\necho %s >> '%s'\nexec '%s' \"$@\"\n", name, runs.log, real)
+		require.NoError(t, os.WriteFile(script, []byte(body), 0o755))
+		return script
+	}
+	tool := media.New(config.Media{FFmpegPath: wrap("ffmpeg", mediatest.FFmpeg(t)), FFprobePath: wrap("ffprobe", mediatest.FFprobe(t))})
+	return tool, runs
 }
 
 // IdentityMismatches reads aivedio_provider_identity_mismatches_total for
