@@ -44,6 +44,6 @@
 // each adapter's workers against what its Service takes at max-scale. A
 // renamed or newly required variable fails here, not in production.
 //
-// The same checks run on what `kubectl kustomize` builds from knative/ and
-// from the example overlay when kubectl is on PATH.
+// The same checks run on what kustomize builds from knative/ and from the
+// example overlay, built in the test with kustomize's Go API (no kubectl).
 package knative
