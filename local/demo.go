@@ -63,7 +63,9 @@ func runDemo(ctx context.Context, args []string) error {
 	if runErr != nil {
 		return runErr
 	}
-	rep, err := drive.Check(ctx, env.facts(), res)
+	facts := env.facts()
+	facts.Failed = drive.FailedUnder(env.reviewSim, env.sim, env.runwaySim)
+	rep, err := drive.Check(ctx, facts, res)
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,9 @@ func TestFailoverAcrossProvidersStartsOneJobPerTask(t *testing.T) {
 		explainStuck(t, env)
 	}
 	require.NoError(t, err)
-	rep, err := drive.Check(ctx, env.facts(), res)
+	facts := env.facts()
+	facts.Failed = drive.FailedUnder(env.reviewSim, env.sim, env.runwaySim)
+	rep, err := drive.Check(ctx, facts, res)
 	require.NoError(t, err)
 	rs, ws := env.sim.Stats(), env.runwaySim.Stats()
 	t.Logf("%d generations in %s: %v; attempts %d, failovers %d, remote jobs %d (most per task %d); replicate faults %+v; runway faults %+v",
@@ -111,7 +113,9 @@ func TestReplicateDownFailsOverToRunway(t *testing.T) {
 		explainStuck(t, env)
 	}
 	require.NoError(t, err)
-	rep, err := drive.Check(ctx, env.facts(), res)
+	facts := env.facts()
+	facts.Failed = drive.FailedUnder(env.reviewSim, env.sim, env.runwaySim)
+	rep, err := drive.Check(ctx, facts, res)
 	require.NoError(t, err)
 	t.Logf("%v; failovers %d, remote jobs %d", rep.ByStatus, rep.Failovers, rep.RemoteJobs)
 	require.Empty(t, rep.Violations)

@@ -87,7 +87,9 @@ func runJourney(t *testing.T, o options) {
 	}
 	require.NoError(t, err)
 	stats := env.sim.Stats()
-	rep, err := drive.Check(ctx, env.facts(), res)
+	facts := env.facts()
+	facts.Failed = drive.FailedUnder(env.reviewSim, env.sim, env.runwaySim)
+	rep, err := drive.Check(ctx, facts, res)
 	require.NoError(t, err)
 	if o.review {
 		rs := env.reviewSim.Stats()

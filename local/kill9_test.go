@@ -30,6 +30,7 @@ import (
 	"github.com/aivedio/pipeline/local/providersim"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/servicetest"
 )
 
 // kill9Generations are submitted before the kill.
@@ -53,6 +54,12 @@ func TestKillNineAndRestart(t *testing.T) {
 		t.Skip("builds and runs the local binary twice (about a minute)")
 	}
 	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		// The binary runs the ffmpeg on PATH (its simulator and media
+		// stages), not FFMPEG_PATH; where services are required a missing
+		// one is a broken setup, not a reason to prove nothing.
+		if servicetest.Required() {
+			t.Fatalf("needs ffmpeg on PATH (make services-up installs it): %v", err)
+		}
 		t.Skip("needs ffmpeg (make run installs it)")
 	}
 	t.Parallel()
@@ -163,7 +170,9 @@ func TestKillNineAndRestart(t *testing.T) {
 	stats := simStats(ctx, t, second.sim)
 	res := drive.Result{Tasks: tasks, Final: final, Stream: map[uuid.UUID][]int64{}}
 	rep, err := drive.Check(ctx, drive.Facts{Pool: pool, Blob: store, JobsByKey: stats.JobsByIdempotencyKey, JobsByPrompt: stats.JobsByPrompt,
-		Attention:    []string{"reconcile.submit_unknown"}, // Runway, which go run ./local fails over to, has no lookup
+		Attention: []string{"reconcile.submit_unknown"}, // Runway, which go run ./local fails over to, has no lookup
+		// go run ./local's simulators inject no fault: no failure is explained.
+		Failed:       drive.FailedBy(nil, providersim.DefaultOptions()),
 		StreamUnseen: "the event streams the driver read died with the killed process, and a new stream starts from the restart"}, res)
 	require.NoError(t, err)
 	require.Empty(t, rep.Violations)

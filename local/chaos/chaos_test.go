@@ -10,7 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/aivedio/pipeline/functions/stage/stagetest"
+	"github.com/aivedio/pipeline/local/reviewsim"
+	"github.com/aivedio/pipeline/shared/billing"
+	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/task"
 )
 
 // TestSupervisorRestartsWhatDies: a killed process is started again and
@@ -220,4 +227,89 @@ func TestHandedOverCheck(t *testing.T) {
 	got := check(map[string]int{"runway": 3, "replicate": 1})
 	require.False(t, got.Held)
 	require.Contains(t, got.Detail, "1 at replicate")
+}
+
+// TestCaptureCheck: a capture the settle stage made of a reservation taken
+// at the task's price holds; a reservation off the price, a capture off its
+// reservation, one of a reservation not CAPTURED and one naming no
+// reservation break the invariant, each named.
+func TestCaptureCheck(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.TestSchema(t)
+	// stagetest's task is 2 s of model "m": 20 credits at the default price.
+	price := billing.DefaultPrice.Of("m", 2)
+	cur := stagetest.NewTask(t, pool, &stagetest.TaskOpts{Reserved: price})
+	require.NoError(t, pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error {
+		_, err := billing.Capture(t.Context(), tx, cur.ID)
+		return err
+	}))
+	check := func(caps ...capture) invariant {
+		r := &report{}
+		addCaptures(r, caps)
+		require.Len(t, r.Invariants, 1)
+		return r.Invariants[0]
+	}
+	caps, err := readCaptures(t.Context(), pool)
+	require.NoError(t, err)
+	require.Len(t, caps, 1)
+	got := check(caps...)
+	require.True(t, got.Held, got.Detail)
+	require.Equal(t, capture{Reservation: caps[0].Reservation, Amount: -price, Found: true, Reserved: price, Status: billing.Captured,
+		Payer: "task " + cur.ID.String(), Price: price}, caps[0])
+
+	good := caps[0]
+	render := capture{Reservation: "r2", Amount: -6, Found: true, Reserved: 6, Status: billing.Captured, Payer: "render x",
+		Price: billing.DefaultRenderPrice.Of("1080p30-h264", 2_500_000)}
+	require.True(t, check(good, render).Held, "a render's started seconds priced: %s", check(good, render).Detail)
+	for _, c := range []struct {
+		name string
+		edit func(*capture)
+		want string
+	}{
+		{"reserved off the price", func(c *capture) { c.Reserved, c.Amount = price+5, -price-5 }, fmt.Sprintf("reserved %d, its price is %d", price+5, price)},
+		{"captured off the reservation", func(c *capture) { c.Amount = -price + 1 }, fmt.Sprintf("captured %d of a reservation of %d", price-1, price)},
+		{"reservation not captured", func(c *capture) { c.Status = billing.Released }, "its reservation RELEASED"},
+		{"no reservation", func(c *capture) { c.Found, c.Payer = false, "" }, "names no reservation"},
+	} {
+		bad := good
+		c.edit(&bad)
+		got := check(render, bad)
+		require.False(t, got.Held, c.name)
+		require.Contains(t, got.Detail, c.want, c.name)
+	}
+}
+
+// TestReviewerRecordCheck: approvals and rejections the reviewer simulator
+// gave hold, also after a lost answer was asked again; an approval or a
+// success it never gave, and a rejection it never gave, break the
+// invariant.
+func TestReviewerRecordCheck(t *testing.T) {
+	t.Parallel()
+	check := func(tasks []reviewed, decided map[string][]string) invariant {
+		r := &report{}
+		addReviewer(r, tasks, decided)
+		require.Len(t, r.Invariants, 1)
+		return r.Invariants[0]
+	}
+	tasks := []reviewed{
+		{Task: "a", Status: "SUCCEEDED", Review: "APPROVED"},
+		{Task: "b", Status: "FAILED", ErrorCode: task.ErrContentRejected, Review: "REJECTED"},
+		{Task: "c", Status: "FAILED", ErrorCode: "provider.job_failed"},
+		{Task: "d", Status: "CANCELED_WITH_OUTPUT", Review: "APPROVED"},
+	}
+	decided := map[string][]string{"a": {reviewsim.Approve}, "b": {reviewsim.Approve, reviewsim.Reject}, "d": {reviewsim.Approve}}
+	got := check(tasks, decided)
+	require.True(t, got.Held, got.Detail)
+
+	got = check(tasks, map[string][]string{"a": {reviewsim.Reject}, "b": {reviewsim.Reject}, "d": {reviewsim.Approve}})
+	require.False(t, got.Held, "a success the reviewer rejected")
+	require.Contains(t, got.Detail, "task a SUCCEEDED, review APPROVED: the reviewer answered [reject]")
+
+	got = check([]reviewed{{Task: "e", Status: "SUCCEEDED", Review: "APPROVED"}}, map[string][]string{})
+	require.False(t, got.Held, "an approval without a call")
+	require.Contains(t, got.Detail, "task e SUCCEEDED, review APPROVED: the reviewer answered []")
+
+	got = check(tasks, map[string][]string{"a": {reviewsim.Approve}, "b": {reviewsim.Approve}, "d": {reviewsim.Approve}})
+	require.False(t, got.Held, "a rejection the reviewer never gave")
+	require.Contains(t, got.Detail, "task b FAILED review.content_rejected, review REJECTED: the reviewer answered [approve]")
 }

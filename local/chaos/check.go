@@ -137,7 +137,7 @@ func (w *world) check(ctx context.Context, r *report) error {
 	}
 	w.checkHandedOver(r)
 	for _, step := range []func(context.Context, *report) error{
-		w.checkTerminal, w.checkSettlement, w.checkObjects, w.checkReview, w.checkRenders, w.checkRemoteJobs, w.checkOutbox, w.checkInbox, w.checkQuarantine,
+		w.checkTerminal, w.checkSettlement, w.checkCaptures, w.checkObjects, w.checkReview, w.checkReviewer, w.checkRenders, w.checkRemoteJobs, w.checkOutbox, w.checkInbox, w.checkQuarantine,
 		w.checkProxyRecovery,
 	} {
 		if err := step(ctx, r); err != nil {

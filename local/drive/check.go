@@ -41,6 +41,10 @@ type Facts struct {
 	// this run (reconcile.submit_unknown where a provider without a lookup
 	// drops answers); any other is a violation.
 	Attention []string
+	// Failed are the error codes a task may end FAILED with in this run,
+	// given its faults ([FailedUnder]); any other is a violation, and so is
+	// any FAILED task when it is empty.
+	Failed []string
 }
 
 // Report sums a run up.
@@ -62,8 +66,9 @@ type Report struct {
 
 // Check verifies the invariants of a finished run:
 //
-//   - every task is terminal, in a status Check knows, and NEEDS_ATTENTION
-//     only with a code of Facts.Attention;
+//   - every task is terminal, in a status Check knows, NEEDS_ATTENTION
+//     only with a code of Facts.Attention and FAILED only with one of
+//     Facts.Failed;
 //   - a SUCCEEDED task has its video, proxy, thumbnail and (with audio)
 //     waveform in object storage with the recorded size and checksum, and
 //     exactly one capture in credit_ledger;
@@ -139,6 +144,9 @@ func checkTask(ctx context.Context, f Facts, id uuid.UUID, status string, stream
 	if err := f.Pool.QueryRow(ctx, `SELECT coalesce(t.error_code, ''), coalesce((SELECT r.status FROM task_reviews r WHERE r.task_id = t.task_id), '')
 		FROM generation_tasks t WHERE t.task_id = $1`, id).Scan(&errorCode, &review); err != nil {
 		return fmt.Errorf("read review of %s: %w", id, err)
+	}
+	if status == "FAILED" && !slices.Contains(f.Failed, errorCode) {
+		violate("task %s FAILED %q, which this run's faults do not explain (allowed: %v)", id, errorCode, f.Failed)
 	}
 	if status == "FAILED" && errorCode == task.ErrContentRejected {
 		status = "REJECTED"

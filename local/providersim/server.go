@@ -150,6 +150,10 @@ func New(opts Options, logger *slog.Logger) (*Server, error) {
 // configuration.
 func (s *Server) WebhookSecret() string { return s.opts.WebhookSecret }
 
+// Options are the knobs the simulator runs with, defaults and the
+// environment applied: what a check reads to know which faults it injects.
+func (s *Server) Options() Options { return s.opts }
+
 // JobsWithPrompt returns the ids of the jobs the simulator still holds
 // whose request carried prompt, oldest first: what a person finds by
 // searching a provider's console for a lost submit.

@@ -34,6 +34,7 @@ import (
 	"net"
 	"net/http"
 	neturl "net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,6 +72,11 @@ type Stats struct {
 	Abandoned int `json:"abandoned"`
 	// Tasks counts the review requests per task id.
 	Tasks map[string]int `json:"tasks"`
+	// Decisions are the decisions the simulator answered, per task id, in
+	// order: Approve or Reject (without its reason). A caller that lost an
+	// answer asks again, so a task may have more than one; what the
+	// pipeline recorded must be among them.
+	Decisions map[string][]string `json:"decisions"`
 }
 
 // Server is one simulator.
@@ -101,7 +107,7 @@ func New(o Options, logger *slog.Logger) (*Server, error) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	return &Server{log: logger, opts: o, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		scripts: map[string][]string{}, stats: Stats{Tasks: map[string]int{}},
+		scripts: map[string][]string{}, stats: Stats{Tasks: map[string]int{}, Decisions: map[string][]string{}},
 		client: &http.Client{Timeout: o.FrameTimeout}}, nil
 }
 
@@ -126,6 +132,14 @@ func (s *Server) Secret() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.opts.Secret
+}
+
+// Options are the knobs the simulator runs with: what a check reads to
+// know which faults it injects.
+func (s *Server) Options() Options {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.opts
 }
 
 // Close stops serving.
@@ -164,6 +178,10 @@ func (s *Server) Stats() Stats {
 	out.Tasks = make(map[string]int, len(s.stats.Tasks))
 	for k, v := range s.stats.Tasks {
 		out.Tasks[k] = v
+	}
+	out.Decisions = make(map[string][]string, len(s.stats.Decisions))
+	for k, v := range s.stats.Decisions {
+		out.Decisions[k] = slices.Clone(v)
 	}
 	return out
 }
@@ -285,14 +303,20 @@ func (s *Server) review(w http.ResponseWriter, r *http.Request) {
 		s.count(func(st *Stats) { st.Malformed++ })
 		writeJSON(w, http.StatusOK, map[string]string{"verdict": "looks fine"})
 	case answer == Approve:
-		s.count(func(st *Stats) { st.Approved++ })
+		s.count(func(st *Stats) {
+			st.Approved++
+			st.Decisions[req.TaskID] = append(st.Decisions[req.TaskID], Approve)
+		})
 		writeJSON(w, http.StatusOK, map[string]any{"decision": "approve", "reviewer": Name})
 	default: // reject[:reason]
 		reason := strings.TrimPrefix(strings.TrimPrefix(answer, Reject), ":")
 		if reason == "" {
 			reason = "policy.violence"
 		}
-		s.count(func(st *Stats) { st.Rejected++ })
+		s.count(func(st *Stats) {
+			st.Rejected++
+			st.Decisions[req.TaskID] = append(st.Decisions[req.TaskID], Reject)
+		})
 		writeJSON(w, http.StatusOK, map[string]any{"decision": "reject", "reason_code": reason, "labels": []string{"simulated"}, "reviewer": Name})
 	}
 }

@@ -95,5 +95,6 @@ func TestSimulator(t *testing.T) {
 
 	st := sim.Stats()
 	require.Equal(t, reviewsim.Stats{Requests: 10, Approved: 2, Rejected: 1, Errors5xx: 1, Throttled: 1, Malformed: 1, Refused: 2,
-		BadSignature: 1, FramesFetched: 6, FrameFailures: 1, Tasks: map[string]int{"t1": 2, "t2": 4, "t3": 1}}, st)
+		BadSignature: 1, FramesFetched: 6, FrameFailures: 1, Tasks: map[string]int{"t1": 2, "t2": 4, "t3": 1},
+		Decisions: map[string][]string{"t1": {reviewsim.Approve}, "t2": {reviewsim.Reject}, "t3": {reviewsim.Approve}}}, st)
 }
