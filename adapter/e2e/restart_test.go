@@ -4,19 +4,83 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
+	"net"
 	"os/exec"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aivedio/pipeline/adapter/relay"
 	"github.com/aivedio/pipeline/adapter/source"
 )
 
+// heldAtStop is a deliverer that, while held, keeps every delivery it gets
+// waiting and lets them go once the proxy is gone: their effect commits
+// when no ACK can reach the broker any more, so the broker must deliver
+// them again after the restart.
+type heldAtStop struct {
+	next source.Deliverer
+
+	mu      sync.Mutex
+	seen    map[string]int
+	holding chan struct{} // non-nil while held; closed to let the held go
+	held    map[string]bool
+}
+
+func (d *heldAtStop) Deliver(ctx context.Context, ev event.Event) error {
+	d.mu.Lock()
+	d.seen[ev.ID()]++
+	wait := d.holding
+	if wait != nil {
+		d.held[ev.ID()] = true
+	}
+	d.mu.Unlock()
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return d.next.Deliver(ctx, ev)
+}
+
+// hold makes every delivery from now on wait for release.
+func (d *heldAtStop) hold() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.holding = make(chan struct{})
+}
+
+// release lets the held deliveries go and delivers as usual again.
+func (d *heldAtStop) release() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	close(d.holding)
+	d.holding = nil
+}
+
+// heldIDs returns the events whose delivery was held, and how many of them
+// were not delivered again yet.
+func (d *heldAtStop) heldIDs() (held, notBack int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id := range d.held {
+		if d.seen[id] < 2 {
+			notBack++
+		}
+	}
+	return len(d.held), notBack
+}
+
 // TestProxyRestart restarts the RocketMQ proxy (and its embedded broker)
-// while events flow: the relay and the source adapter recover by themselves
-// and every event still has exactly one effect.
+// while events flow: publishes fail while it is down and the relay keeps
+// them; deliveries whose ACK could not reach the stopped broker come back
+// after their invisible time; and every event has exactly one effect.
 //
 // It stops the broker every other test uses, so it is not a TestRealBroker*
 // test: `make test` runs it alone, after the others (local/services/test.sh).
@@ -24,38 +88,117 @@ func TestProxyRestart(t *testing.T) {
 	ctx := context.Background()
 	k := newKernel(t, 16)
 	pool := k.pool
-	k.start(t, source.HandlerFunc(k.stage().Handle),
+	d := &heldAtStop{next: source.HandlerFunc(k.stage().Handle), seen: map[string]int{}, held: map[string]bool{}}
+	const invisible = 20 * time.Second
+	k.start(t, d,
 		relay.Params{Poll: 200 * time.Millisecond, BackoffBase: 500 * time.Millisecond, BackoffMax: 5 * time.Second},
-		source.Params{Workers: 8, Invisible: 20 * time.Second, HandlerTimeout: 10 * time.Second,
+		source.Params{Workers: 8, Invisible: invisible, HandlerTimeout: 15 * time.Second,
 			RetryDelay: func(int) time.Duration { return 2 * time.Second }})
 
-	const n = 400
-	events := k.events(t, n)
-	writeDone := make(chan error, 1)
+	// The writer commits events until a second after the proxy is back, so
+	// that some of them are published while it is down.
+	restarted := make(chan struct{})
+	type result struct {
+		n   int
+		err error
+	}
+	written := make(chan result, 1)
+	events := k.events(t, 2500) // 25 a second: more than 90 s of them
 	go func() {
-		for i := 0; i < n; i += 20 {
-			if err := writeEvents(ctx, pool, events[i:i+20], 20); err != nil {
-				writeDone <- err
+		n := 0
+		var after <-chan time.Time
+		for {
+			if n+5 > len(events) {
+				written <- result{n, errors.New("ran out of events before the proxy was back")}
 				return
 			}
-			time.Sleep(150 * time.Millisecond)
+			if err := writeEvents(ctx, pool, events[n:n+5], 5); err != nil {
+				written <- result{n, err}
+				return
+			}
+			n += 5
+			select {
+			case <-restarted:
+				if after == nil {
+					after = time.After(time.Second)
+				}
+			default:
+			}
+			select {
+			case <-after:
+				written <- result{n, nil}
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
 		}
-		writeDone <- nil
 	}()
 
-	time.Sleep(time.Second)
-	out, err := exec.Command("../../local/services/services.sh", "restart-proxy").CombinedOutput()
-	require.NoError(t, err, "restart the proxy: %s", out)
-	require.NoError(t, <-writeDone)
+	waitForEffects(t, pool, 50, time.Minute)
+	restart := exec.Command("../../local/services/services.sh", "restart-proxy")
+	var out safeBuffer
+	restart.Stdout, restart.Stderr = &out, &out
+	d.hold()
+	require.NoError(t, restart.Start())
+	// Let the held deliveries commit once the proxy no longer listens.
+	proxyDown := time.Now().Add(time.Minute)
+	for {
+		conn, err := net.DialTimeout("tcp", k.cfg.Endpoint, 200*time.Millisecond)
+		if err != nil {
+			break
+		}
+		_ = conn.Close()
+		if time.Now().After(proxyDown) {
+			t.Fatalf("the proxy at %s still listens a minute into its restart", k.cfg.Endpoint)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	d.release()
+	require.NoError(t, restart.Wait(), "restart the proxy: %s", out.String())
+	close(restarted)
+	res := <-written
+	require.NoError(t, res.err)
 
-	t.Cleanup(func() {
-		var pending, attempts int
-		_ = pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE published_at IS NULL), coalesce(sum(publish_attempts),0) FROM outbox_events`).Scan(&pending, &attempts)
-		t.Logf("outbox: %d unpublished, %d failed publishes", pending, attempts)
-	})
-	waitForEffects(t, pool, n, 3*time.Minute)
-	time.Sleep(5 * time.Second) // late redeliveries show up as duplicates, if any
+	waitForEffects(t, pool, res.n, 3*time.Minute)
+	var pending, failedPublishes int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE published_at IS NULL), coalesce(sum(publish_attempts), 0) FROM outbox_events`).Scan(&pending, &failedPublishes))
+	require.Zero(t, pending, "every event published")
+	require.Positive(t, failedPublishes, "some publishes met the stopped proxy and were kept for a later try")
+
+	held, _ := d.heldIDs()
+	require.Positive(t, held, "some deliveries were under way when the proxy stopped")
+	deadline := time.Now().Add(invisible + time.Minute)
+	for {
+		_, notBack := d.heldIDs()
+		if notBack == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the %d deliveries that could not be acknowledged at the restart did not come back within %s", notBack, held, invisible+time.Minute)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	rows, distinct := effectCounts(t, pool)
-	require.Equal(t, n, distinct, "no event lost across the restart")
-	require.Equal(t, n, rows, "no event applied twice")
+	t.Logf("%d events, %d failed publishes, %d deliveries held across the stop and delivered again", res.n, failedPublishes, held)
+	require.Equal(t, res.n, distinct, "no event lost across the restart")
+	require.Equal(t, res.n, rows, "no event applied twice")
+}
+
+// safeBuffer is a bytes.Buffer the restart command may write while the
+// test reads it on failure.
+type safeBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *safeBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *safeBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
 }
