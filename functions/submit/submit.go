@@ -8,8 +8,12 @@
 // transaction. A delivery that finds the task already SUBMITTING resumes
 // that attempt with the same key instead of making a new one, so a crash
 // between the call and the recording, a duplicate delivery, or a retry
-// after a 429 all reach the same remote job. The answer is recorded in the
-// inbox-protected transaction:
+// after a 429 all reach the same remote job. A send is counted with the
+// task row locked and still the version the delivery read, so a delivery
+// that read the task before another recorded its answer sends nothing. At
+// a provider that does not dedup a resend by key (Replicate), an attempt
+// with a send nobody answered is looked up, never sent again. The answer is
+// recorded in the inbox-protected transaction:
 //
 //   - accepted: PROVIDER_RUNNING and the first delayed poll;
 //   - 429 / unavailable / no free slot: WAITING_RETRY with next_retry_at and
@@ -145,14 +149,26 @@ func (s *submitter) begin(ctx context.Context, d stage.Delivery[task.SubmitReque
 				// process died mid-call, or another delivery is in it): at
 				// a provider that does not dedup by key, a resend could
 				// start a second paid job. Look it up instead.
-				return t, nil, s.record(ctx, d, a, provider.Job{}, &provider.Error{Class: provider.ClassTimeoutUnknown,
-					Message: "an earlier send under this attempt has no recorded answer, and " + a.Provider + " does not dedup a resend"})
+				return t, nil, s.unansweredSend(ctx, d, a)
 			}
-			if err := attempt.NoteSend(ctx, s.Pool, a.ID); errors.Is(err, attempt.ErrNotFound) {
+			err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+				// The send is counted with the task locked and still as
+				// read: a task another delivery has moved meanwhile (its
+				// send refused, the task now waiting) must not get a send
+				// whose answer nothing would record.
+				if err := lockUnchanged(ctx, tx, t); err != nil {
+					return err
+				}
+				return attempt.NoteSend(ctx, tx, a.ID)
+			})
+			switch {
+			case errors.Is(err, task.ErrStale):
+				continue
+			case errors.Is(err, attempt.ErrNotFound):
 				// Answered, or abandoned for another provider, since it
 				// was read: nothing may be sent under it.
 				return t, nil, d.Noop(ctx)
-			} else if err != nil {
+			case err != nil:
 				return task.Task{}, nil, err
 			}
 			return t, &a, nil
@@ -183,8 +199,16 @@ func (s *submitter) begin(ctx context.Context, d stage.Delivery[task.SubmitReque
 		case pick.route == nil:
 			return t, nil, s.wait(ctx, d, why, pick.floor)
 		}
+		// A kept attempt that may have made a job at a provider that does
+		// not dedup a resend goes on with a lookup, not a send.
+		lookUp := kept != nil && !kept.NoRemoteJob() && !s.resendSafe(kept.Provider)
 		var a attempt.Attempt
 		err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+			// Locked first, so that the attempt read above is still the
+			// task's, and two deliveries never open attempts side by side.
+			if err := lockUnchanged(ctx, tx, t); err != nil {
+				return err
+			}
 			reason := ""
 			switch {
 			case kept != nil && pick.route.Provider == kept.Provider:
@@ -200,8 +224,10 @@ func (s *submitter) begin(ctx context.Context, d stage.Delivery[task.SubmitReque
 					return err
 				}
 			}
-			if err := attempt.NoteSend(ctx, tx, a.ID); err != nil {
-				return err
+			if !lookUp {
+				if err := attempt.NoteSend(ctx, tx, a.ID); err != nil {
+					return err
+				}
 			}
 			_, err := task.Apply(ctx, tx, d.Origin, t, task.Transition{To: task.Submitting,
 				Reason: fmt.Sprintf("attempt %d at %s%s", a.No, a.Provider, reason),
@@ -222,10 +248,33 @@ func (s *submitter) begin(ctx context.Context, d stage.Delivery[task.SubmitReque
 			provider.CountFailover(kept.Provider, a.Provider)
 			d.Log.InfoContext(ctx, "provider failover", slog.String("from", kept.Provider), slog.String("to", a.Provider), slog.String("why", why))
 		}
+		if lookUp {
+			return t, nil, s.unansweredSend(ctx, d, a)
+		}
 		a.Sends++
 		return t, &a, nil
 	}
 	return task.Task{}, nil, outcome.Retryable("task.contended", fmt.Errorf("task %s kept changing under the submit", t.ID))
+}
+
+// lockUnchanged locks t's row in tx, or returns [task.ErrStale] when the
+// task is no longer the version read.
+func lockUnchanged(ctx context.Context, tx pgx.Tx, t task.Task) error {
+	cur, err := task.Lock(ctx, tx, t.ID)
+	if err != nil {
+		return err
+	}
+	if cur.Version != t.Version {
+		return task.ErrStale
+	}
+	return nil
+}
+
+// unansweredSend hands attempt a, which made a send whose answer nothing
+// recorded, to the lookup of a lost answer.
+func (s *submitter) unansweredSend(ctx context.Context, d stage.Delivery[task.SubmitRequested], a attempt.Attempt) error {
+	return s.record(ctx, d, a, provider.Job{}, &provider.Error{Class: provider.ClassTimeoutUnknown,
+		Message: "an earlier send under this attempt has no recorded answer, and " + a.Provider + " does not dedup a resend"})
 }
 
 // pick is where a submit goes: a route whose slots are held, or none with

@@ -79,13 +79,19 @@ func setup(t *testing.T, answer func(n int) (provider.Job, error)) *testBundle {
 // would, and returns its result.
 func (b *testBundle) deliver(t *testing.T, eventID string) error {
 	t.Helper()
+	return b.deliverCtx(t.Context(), t, eventID)
+}
+
+// deliverCtx is deliver under ctx.
+func (b *testBundle) deliverCtx(ctx context.Context, t *testing.T, eventID string) error {
+	t.Helper()
 	env, err := envelope.New(envelope.NewParams{EventID: eventID, EventType: catalog.EventSubmitRequested, Producer: "api",
 		AggregateType: task.AggregateType, AggregateID: b.task.ID.String(), TenantID: b.task.TenantID.String(),
 		Payload: task.SubmitRequested{TaskID: b.task.ID, Version: 1}})
 	require.NoError(t, err)
 	ce, err := env.ToCloudEvent()
 	require.NoError(t, err)
-	_, err = b.fn.Handle(t.Context(), ce)
+	_, err = b.fn.Handle(ctx, ce)
 	return err
 }
 
