@@ -219,14 +219,39 @@ func (p RenderParams) checkOutput(ctx context.Context, tool *media.Tool, r *Rend
 		bad = append(bad, fmt.Sprintf("render %s is %dx%d %s/%s, not %dx%d h264/aac", r.ID, r.Width, r.Height, r.Video, r.Audio, want.Width, want.Height))
 	}
 	if p.Pool != nil {
-		var status string
-		if err := p.Pool.QueryRow(ctx, `SELECT status FROM credit_reservations WHERE render_job_id = $1`, r.ID).Scan(&status); err != nil {
+		wantStatus := map[bool]string{false: "CAPTURED", true: "RELEASED"}[r.Reused]
+		if status, err := p.settledReservation(ctx, r.ID); err != nil {
 			bad = append(bad, fmt.Sprintf("render %s: reservation: %v", r.ID, err))
-		} else if wantStatus := map[bool]string{false: "CAPTURED", true: "RELEASED"}[r.Reused]; status != wantStatus {
+		} else if status != wantStatus {
 			bad = append(bad, fmt.Sprintf("render %s (reused %t): reservation %s, want %s", r.ID, r.Reused, status, wantStatus))
 		}
 	}
 	return bad
+}
+
+// settleWait bounds how long a finished render's reservation may stay HELD:
+// the settle stage captures or releases it from the render's terminal
+// event, which a broker restart can hold back for its consumers' recovery.
+const settleWait = 2 * time.Minute
+
+// settledReservation is the status of render id's reservation once it is
+// no longer HELD, or HELD when settleWait passed first.
+func (p RenderParams) settledReservation(ctx context.Context, id uuid.UUID) (string, error) {
+	deadline := time.Now().Add(settleWait)
+	for {
+		var status string
+		if err := p.Pool.QueryRow(ctx, `SELECT status FROM credit_reservations WHERE render_job_id = $1`, id).Scan(&status); err != nil {
+			return "", err
+		}
+		if status != "HELD" || time.Now().After(deadline) {
+			return status, nil
+		}
+		select {
+		case <-ctx.Done():
+			return status, nil
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // upload puts a local file through the Asset API and waits until it is
