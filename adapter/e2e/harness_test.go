@@ -136,6 +136,8 @@ type kernel struct {
 	topic    catalog.Topic
 	group    catalog.Group
 	producer *rocketmq.Producer
+	// wrap, when set, stands between the source and its consumer.
+	wrap func(mq.Consumer) mq.Consumer
 }
 
 // newKernel creates the group and the clients; start runs relay and source.
@@ -174,7 +176,11 @@ func (k *kernel) start(t *testing.T, d source.Deliverer, rp relay.Params, sp sou
 
 	rp.Pool, rp.Producer, rp.Owner = k.pool, k.producer, k.run
 	rp.Logger = testLogger(t, "relay")
-	sp.Group, sp.Consumers, sp.Deliverer, sp.Quarantine = k.group, []mq.Consumer{consumer}, d, k.pool
+	var c mq.Consumer = consumer
+	if k.wrap != nil {
+		c = k.wrap(c)
+	}
+	sp.Group, sp.Consumers, sp.Deliverer, sp.Quarantine = k.group, []mq.Consumer{c}, d, k.pool
 	sp.Logger = testLogger(t, "source")
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

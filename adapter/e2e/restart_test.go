@@ -5,8 +5,10 @@ package e2e_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"net"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,14 +16,16 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aivedio/pipeline/adapter/mq"
 	"github.com/aivedio/pipeline/adapter/relay"
 	"github.com/aivedio/pipeline/adapter/source"
 )
 
-// heldAtStop is a deliverer that, while held, keeps every delivery it gets
-// waiting and lets them go once the proxy is gone: their effect commits
-// when no ACK can reach the broker any more, so the broker must deliver
-// them again after the restart.
+// heldAtStop is a deliverer that, while held, commits every delivery it
+// gets and then keeps its ACK waiting until the proxy process is gone:
+// their effect is in, and no ACK can reach the broker any more, so the
+// broker must deliver them again after the restart and the inbox absorb
+// them.
 type heldAtStop struct {
 	next source.Deliverer
 
@@ -35,18 +39,20 @@ func (d *heldAtStop) Deliver(ctx context.Context, ev event.Event) error {
 	d.mu.Lock()
 	d.seen[ev.ID()]++
 	wait := d.holding
-	if wait != nil {
-		d.held[ev.ID()] = true
-	}
 	d.mu.Unlock()
-	if wait != nil {
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if err := d.next.Deliver(ctx, ev); err != nil || wait == nil {
+		return err
 	}
-	return d.next.Deliver(ctx, ev)
+	d.mu.Lock()
+	d.held[ev.ID()] = true
+	d.mu.Unlock()
+	// The ACK waits past the delivery's deadline if need be: the proxy's
+	// stop can take longer than that.
+	select {
+	case <-wait:
+	case <-time.After(2 * time.Minute):
+	}
+	return nil
 }
 
 // hold makes every delivery from now on wait for release.
@@ -64,17 +70,48 @@ func (d *heldAtStop) release() {
 	d.holding = nil
 }
 
-// heldIDs returns the events whose delivery was held, and how many of them
-// were not delivered again yet.
-func (d *heldAtStop) heldIDs() (held, notBack int) {
+// unacked returns how many held deliveries the broker never got an ACK
+// for, and how many of those were not delivered again yet. A held
+// delivery's ACK may still succeed, at the restarted proxy: its message
+// then rightly never comes back.
+func (d *heldAtStop) unacked(acks *ackWatch) (held, notBack int) {
+	failed := acks.failedIDs()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for id := range d.held {
+		if !failed[id] {
+			continue
+		}
+		held++
 		if d.seen[id] < 2 {
 			notBack++
 		}
 	}
-	return len(d.held), notBack
+	return held, notBack
+}
+
+// ackWatch is a consumer that notes the events whose ACK failed.
+type ackWatch struct {
+	mq.Consumer
+
+	mu     sync.Mutex
+	failed map[string]bool
+}
+
+func (a *ackWatch) Ack(ctx context.Context, msg *mq.Received) error {
+	err := a.Consumer.Ack(ctx, msg)
+	if err != nil && len(msg.Keys) > 0 {
+		a.mu.Lock()
+		a.failed[msg.Keys[0]] = true // the CloudEvent id (cerocketmq)
+		a.mu.Unlock()
+	}
+	return err
+}
+
+func (a *ackWatch) failedIDs() map[string]bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return maps.Clone(a.failed)
 }
 
 // TestProxyRestart restarts the RocketMQ proxy (and its embedded broker)
@@ -88,6 +125,8 @@ func TestProxyRestart(t *testing.T) {
 	ctx := context.Background()
 	k := newKernel(t, 16)
 	pool := k.pool
+	acks := &ackWatch{failed: map[string]bool{}}
+	k.wrap = func(c mq.Consumer) mq.Consumer { acks.Consumer = c; return acks }
 	d := &heldAtStop{next: source.HandlerFunc(k.stage().Handle), seen: map[string]int{}, held: map[string]bool{}}
 	const invisible = 20 * time.Second
 	k.start(t, d,
@@ -139,18 +178,20 @@ func TestProxyRestart(t *testing.T) {
 	restart.Stdout, restart.Stderr = &out, &out
 	d.hold()
 	require.NoError(t, restart.Start())
-	// Let the held deliveries commit once the proxy no longer listens.
-	proxyDown := time.Now().Add(time.Minute)
-	for {
-		conn, err := net.DialTimeout("tcp", k.cfg.Endpoint, 200*time.Millisecond)
-		if err != nil {
-			break
-		}
-		_ = conn.Close()
-		if time.Now().After(proxyDown) {
-			t.Fatalf("the proxy at %s still listens a minute into its restart", k.cfg.Endpoint)
+	// Let the held ACKs go once the proxy process is gone. A closed port is
+	// not enough: until the process exits, an ACK sent on a connection it
+	// still has open may be served, and its message then rightly never
+	// comes back.
+	proxyGone := time.Now().Add(time.Minute)
+	for !strings.Contains(out.String(), proxyGoneLine) {
+		if time.Now().After(proxyGone) {
+			t.Fatalf("the proxy process at %s was not gone a minute into its restart: %s", k.cfg.Endpoint, out.String())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if conn, err := net.DialTimeout("tcp", k.cfg.Endpoint, 200*time.Millisecond); err == nil {
+		_ = conn.Close()
+		t.Fatalf("something still listens at %s after the proxy process is gone", k.cfg.Endpoint)
 	}
 	d.release()
 	require.NoError(t, restart.Wait(), "restart the proxy: %s", out.String())
@@ -164,11 +205,11 @@ func TestProxyRestart(t *testing.T) {
 	require.Zero(t, pending, "every event published")
 	require.Positive(t, failedPublishes, "some publishes met the stopped proxy and were kept for a later try")
 
-	held, _ := d.heldIDs()
-	require.Positive(t, held, "some deliveries were under way when the proxy stopped")
+	held, _ := d.unacked(acks)
+	require.Positive(t, held, "some deliveries under way when the proxy stopped could not be acknowledged")
 	deadline := time.Now().Add(invisible + time.Minute)
 	for {
-		_, notBack := d.heldIDs()
+		_, notBack := d.unacked(acks)
 		if notBack == 0 {
 			break
 		}
@@ -182,6 +223,10 @@ func TestProxyRestart(t *testing.T) {
 	require.Equal(t, res.n, distinct, "no event lost across the restart")
 	require.Equal(t, res.n, rows, "no event applied twice")
 }
+
+// proxyGoneLine is what `services.sh restart-proxy` prints once the old
+// proxy process has exited.
+const proxyGoneLine = "restart-proxy: the proxy process is gone"
 
 // safeBuffer is a bytes.Buffer the restart command may write while the
 // test reads it on failure.

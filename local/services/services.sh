@@ -411,7 +411,13 @@ stop_pid() { # name
 		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.2
 	done
-	kill -9 "$pid" 2>/dev/null || true
+	if kill -9 "$pid" 2>/dev/null; then
+		# Its sockets close only once the process is gone.
+		for ((i = 0; i < 50; i++)); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+	fi
 	rm -f "$DIR/$1.pid"
 }
 
@@ -447,6 +453,9 @@ status() {
 restart_proxy() {
 	[ -f "$DIR/env" ] || die "services are not up (no $DIR/env); run services.sh up first"
 	stop_pid proxy
+	# The fault tests wait for this line: from now on no request of a
+	# client reaches the old broker, not even on a connection it had open.
+	log "restart-proxy: the proxy process is gone"
 	start_main_rocketmq
 	log "restart-proxy: RocketMQ proxy back on :$PROXY_GRPC_PORT, its broker registered with the name server"
 }
