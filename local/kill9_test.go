@@ -82,8 +82,11 @@ func TestKillNineAndRestart(t *testing.T) {
 	defer cancel()
 	p := drive.Params{APIURL: first.api, Key: first.key, Client: &http.Client{Timeout: 30 * time.Second}}
 	var tasks []uuid.UUID
+	prompts := map[uuid.UUID]string{}
 	for i := range kill9Generations {
-		tasks = append(tasks, createGeneration(ctx, t, p, first.model, i))
+		id, prompt := createGeneration(ctx, t, p, first.model, i)
+		tasks = append(tasks, id)
+		prompts[id] = prompt
 	}
 
 	// Kill once some have succeeded and some still run; remember what the
@@ -168,7 +171,7 @@ func TestKillNineAndRestart(t *testing.T) {
 		AccessKeyID: "local", SecretAccessKey: "local-secret"})
 	require.NoError(t, err)
 	stats := simStats(ctx, t, second.sim)
-	res := drive.Result{Tasks: tasks, Final: final, Stream: map[uuid.UUID][]int64{}}
+	res := drive.Result{Tasks: tasks, Final: final, Prompts: prompts, Stream: map[uuid.UUID][]int64{}}
 	rep, err := drive.Check(ctx, drive.Facts{Pool: pool, Blob: store, JobsByKey: stats.JobsByIdempotencyKey, JobsByPrompt: stats.JobsByPrompt,
 		Attention: []string{"reconcile.submit_unknown"}, // Runway, which go run ./local fails over to, has no lookup
 		// go run ./local's simulators inject no fault: no failure is explained.
@@ -176,6 +179,7 @@ func TestKillNineAndRestart(t *testing.T) {
 		StreamUnseen: "the event streams the driver read died with the killed process, and a new stream starts from the restart"}, res)
 	require.NoError(t, err)
 	require.Empty(t, rep.Violations)
+	require.GreaterOrEqual(t, rep.RemoteJobs, len(tasks), "the simulators' jobs are counted by the prompts the tasks asked for")
 	require.GreaterOrEqual(t, stats.JobsCreated, len(tasks), "the simulator forgot jobs of the first run")
 	t.Logf("attempts %d, most remote jobs per attempt key %d and per task %d, credits charged %d, simulator jobs %d; stream check skipped: %s",
 		rep.Attempts, rep.MaxJobsPerKey, rep.MaxJobsPerTask, rep.CreditsCharged, stats.JobsCreated, rep.StreamSkipped)
@@ -331,10 +335,13 @@ type generation struct {
 	} `json:"error"`
 }
 
-func createGeneration(ctx context.Context, t *testing.T, p drive.Params, model string, i int) uuid.UUID {
+// createGeneration asks for a generation and returns its task and its
+// prompt, unique to the run.
+func createGeneration(ctx context.Context, t *testing.T, p drive.Params, model string, i int) (uuid.UUID, string) {
 	t.Helper()
-	body := fmt.Sprintf(`{"model":%q,"prompt":"kill -9 test %d: a red fox running through snow","duration_seconds":%d,"resolution":"1280x720"}`,
-		model, i, 2+i%3)
+	prompt := fmt.Sprintf("kill -9 test %d: a red fox running through snow", i)
+	body := fmt.Sprintf(`{"model":%q,"prompt":%q,"duration_seconds":%d,"resolution":"1280x720"}`,
+		model, prompt, 2+i%3)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.APIURL+"/v1/generations", strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+p.Key)
@@ -344,7 +351,7 @@ func createGeneration(ctx context.Context, t *testing.T, p drive.Params, model s
 		TaskID uuid.UUID `json:"task_id"`
 	}
 	apiCall(t, p.Client, req, &out)
-	return out.TaskID
+	return out.TaskID, prompt
 }
 
 func getGeneration(ctx context.Context, t *testing.T, p drive.Params, id uuid.UUID) generation {

@@ -493,16 +493,71 @@ func mediaRuns(t testing.TB, operation string) float64 {
 // TestIdenticalRendersAtOnceRenderEachChunkOnce: two renders of the same
 // content requested together share the chunks (each rendered once) and
 // the output: the one that joined is charged, the other ends with its
-// output, reused and free.
+// output, reused and free. Each chunk's event of the second render comes
+// while the first render's ffmpeg renders that chunk, and is held back
+// for that claim.
 //
 // Not parallel: it reads process-wide counters.
 func TestIdenticalRendersAtOnceRenderEachChunkOnce(t *testing.T) {
-	f := newFixture(t, render.Params{})
+	gate := filepath.Join(t.TempDir(), "hold")
+	f := newFixture(t, render.Params{Media: chunksHeldWhile(t, gate)})
 	runs := mediaRuns(t, "render")
 	a, b := f.request(t, "720p30-h264"), f.request(t, "720p30-h264")
+	for _, ev := range f.pending(t) {
+		require.NoError(t, f.deliver(t.Context(), t, ev)) // both start
+	}
+	byChunk := map[int]map[uuid.UUID]outbox.Stored{}
+	for _, ev := range f.pending(t) {
+		var p task.RenderRequested
+		require.NoError(t, json.Unmarshal(ev.Envelope.Payload, &p))
+		require.Equal(t, task.RenderChunk, p.Step)
+		if byChunk[p.Chunk] == nil {
+			byChunk[p.Chunk] = map[uuid.UUID]outbox.Stored{}
+		}
+		byChunk[p.Chunk][uuid.MustParse(ev.Envelope.AggregateID)] = ev
+	}
+	require.Len(t, byChunk, 3)
+	var heldBack []outbox.Stored
+	for index := range 3 {
+		require.Len(t, byChunk[index], 2, "chunk %d asked of both renders", index)
+		require.NoError(t, os.WriteFile(gate, nil, 0o644))
+		done := make(chan error, 1)
+		go func() { done <- f.deliver(t.Context(), t, byChunk[index][a.ID]) }()
+		require.Eventually(t, func() bool {
+			c, err := renders.GetChunk(t.Context(), f.pool, a.TenantID, a.Key, index)
+			return err == nil && c.Status == renders.ChunkRendering
+		}, 30*time.Second, 10*time.Millisecond)
+		err := outcome.FromResult(f.deliver(t.Context(), t, byChunk[index][b.ID])) // as the adapter reads it
+		_, code := outcome.Of(err)
+		require.Equal(t, "render.chunk_held", code, "chunk %d of the second render while the first renders it: %v", index, err)
+		heldBack = append(heldBack, byChunk[index][b.ID])
+		require.NoError(t, os.Remove(gate))
+		require.NoError(t, <-done)
+	}
+	for _, ev := range heldBack { // the broker's redelivery after the claim
+		require.NoError(t, f.deliver(t.Context(), t, ev))
+	}
 	f.drain(t)
 	require.Equal(t, runs+3, mediaRuns(t, "render"), "three chunks, each rendered once")
 	f.requireOneCharged(t, a, b)
+}
+
+// chunksHeldWhile is the tests' ffmpeg and ffprobe, where every ffmpeg run
+// but a join waits while the file gate exists (60 s at most).
+func chunksHeldWhile(t *testing.T, gate string) *media.Tool {
+	t.Helper()
+	script := filepath.Join(t.TempDir(), "ffmpeg")
+	require.NoError(t, os.WriteFile(script, []byte(fmt.Sprintf(`#!/bin/sh
+case " $* " in
+*" concat "*) ;;
+*)
+	i=0
+	while [ -e %[1]q ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
+	;;
+esac
+exec %[2]q "$@"
+`, gate, mediatest.FFmpeg(t))), 0o755))
+	return media.New(config.Media{FFmpegPath: script, FFprobePath: mediatest.FFprobe(t)})
 }
 
 // TestACanceledRenderLeavesItsChunkToASibling: two renders of the same
@@ -596,9 +651,13 @@ func TestAnEarlierRendersFailuresAreNotCountedAgain(t *testing.T) {
 // content whose joins run at the same time (the reconciler asked both)
 // both pass the check for a stored output; the one that commits second
 // finds the output recorded and ends reused and free: one content, one
-// charge.
+// charge. The joins' ffmpeg waits until both have started, so both have
+// passed the check before either records its output.
+//
+// Not parallel: it reads process-wide counters.
 func TestTwoJoinsOfOneContentAtOnceChargeOne(t *testing.T) {
-	f := newFixture(t, render.Params{})
+	f := newFixture(t, render.Params{Media: joinsMeet(t, 2)})
+	joinRuns := mediaRuns(t, "join")
 	a, b := f.request(t, "720p30-h264"), f.request(t, "720p30-h264")
 	isJoin := func(ev outbox.Stored) bool {
 		var p task.RenderRequested
@@ -635,14 +694,37 @@ func TestTwoJoinsOfOneContentAtOnceChargeOne(t *testing.T) {
 			joins = append(joins, ev)
 		}
 	}
+	require.Len(t, joins, 2)
 	var wg sync.WaitGroup
 	for _, ev := range joins {
 		wg.Go(func() { require.NoError(t, f.deliver(t.Context(), t, ev)) })
 	}
 	wg.Wait()
+	require.Equal(t, joinRuns+2, mediaRuns(t, "join"), "both joins reached ffmpeg")
 	f.drain(t)
 
 	f.requireOneCharged(t, a, b)
+}
+
+// joinsMeet is the tests' ffmpeg and ffprobe, where a join (a concat)
+// starts only once n joins have started, or after 60 s.
+func joinsMeet(t *testing.T, n int) *media.Tool {
+	t.Helper()
+	dir := t.TempDir()
+	started := filepath.Join(dir, "started")
+	require.NoError(t, os.Mkdir(started, 0o755))
+	script := filepath.Join(dir, "ffmpeg")
+	require.NoError(t, os.WriteFile(script, []byte(fmt.Sprintf(`#!/bin/sh
+case " $* " in
+*" concat "*)
+	touch %[1]q/$$
+	i=0
+	while [ "$(ls %[1]q | wc -l)" -lt %[2]d ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
+	;;
+esac
+exec %[3]q "$@"
+`, started, n, mediatest.FFmpeg(t))), 0o755))
+	return media.New(config.Media{FFmpegPath: script, FFprobePath: mediatest.FFprobe(t)})
 }
 
 // requireOneCharged: renders a and b of one content both SUCCEEDED with
