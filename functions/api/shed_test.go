@@ -25,7 +25,8 @@ import (
 // TestBrokerDownShedsLowPriorityCreates: with the outbox not draining, the
 // API keeps taking generations until the oldest unpublished event is older
 // than API_SHED_AFTER; then low-priority tenants get 503 with Retry-After,
-// while high-priority tenants and every read keep working.
+// while high-priority tenants, every read, cancels and downloads keep
+// working.
 func TestBrokerDownShedsLowPriorityCreates(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.TestSchema(t)
@@ -56,8 +57,16 @@ func TestBrokerDownShedsLowPriorityCreates(t *testing.T) {
 
 	// The broker is up: everyone creates; the events wait in the outbox.
 	id := b.createTask(t, low)
+	toCancel, done := b.createTask(t, low), b.createTask(t, low)
+	_, err := pool.Exec(t.Context(), `UPDATE generation_tasks SET status = 'SUCCEEDED' WHERE task_id = $1`, done)
+	require.NoError(t, err)
+	var output uuid.UUID
+	require.NoError(t, pool.QueryRow(t.Context(), `INSERT INTO assets
+		(tenant_id, task_id, kind, object_key, checksum_sha256, size_bytes, content_type, duration_ms, width, height)
+		SELECT tenant_id, task_id, 'SOURCE', 'out/shed.mp4', decode(repeat('00', 32), 'hex'), 1234, 'video/mp4', 4000, 1280, 720
+		FROM generation_tasks WHERE task_id = $1 RETURNING asset_id`, done).Scan(&output))
 	// The broker has been down a while: the oldest event is a minute old.
-	_, err := pool.Exec(t.Context(), `UPDATE outbox_events SET created_at = now() - interval '1 minute'`)
+	_, err = pool.Exec(t.Context(), `UPDATE outbox_events SET created_at = now() - interval '1 minute'`)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		return b.create(t, low, uuid.NewString(), validBody).status == http.StatusServiceUnavailable
@@ -69,6 +78,17 @@ func TestBrokerDownShedsLowPriorityCreates(t *testing.T) {
 
 	require.Equal(t, http.StatusAccepted, b.create(t, high, uuid.NewString(), validBody).status, "high priority still creates")
 	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/v1/generations/"+id.String(), low, "").status, "reads never shed")
+	c := b.cancel(t, low, toCancel)
+	require.Equal(t, http.StatusOK, c.status, "a cancel is never shed: %s", c.body)
+	require.Equal(t, "CANCELED", c.json(t)["status"])
+	g := b.do(t, http.MethodGet, "/v1/generations/"+done.String(), low, "")
+	require.Equal(t, http.StatusOK, g.status)
+	outputs := g.json(t)["outputs"].([]any)
+	require.Len(t, outputs, 1)
+	require.Equal(t, "https://blob.test/out/shed.mp4?expires=15m0s", outputs[0].(map[string]any)["download_url"], "downloads are never shed")
+	a := b.do(t, http.MethodGet, "/v1/assets/"+output.String(), low, "")
+	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+	require.Equal(t, "https://blob.test/out/shed.mp4?expires=15m0s", a.json(t)["download_url"])
 
 	// The relay caught up: creates flow again.
 	_, err = pool.Exec(t.Context(), `UPDATE outbox_events SET published_at = now()`)
