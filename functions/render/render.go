@@ -72,8 +72,9 @@ const (
 	// render fails with the last error.
 	DefaultMaxChunkAttempts = 4
 	// DefaultWatch is how often a running chunk looks whether its render
-	// was canceled.
-	DefaultWatch = time.Second
+	// was canceled: half a second, so that a cancel stops ffmpeg within a
+	// second (README, "Cancel") with room for the look and the kill.
+	DefaultWatch = 500 * time.Millisecond
 	// DefaultChunkTimeoutFactor and DefaultChunkTimeoutMin bound one
 	// chunk's ffmpeg run: this many times the chunk's output, and at
 	// least the floor. A chunk renders in about its own length on one
