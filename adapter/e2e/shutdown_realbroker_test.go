@@ -363,13 +363,22 @@ func TestRealBrokerDLQDrainShutdown(t *testing.T) {
 			delivery_attempt, body, source)
 		VALUES ($1, $2, $3, 'placeholder', 'placeholder', 'placeholder', 'DEPENDENCY', 0, $4, 'DLQ')`, group.Name, e.Envelope.EventID, messageID, msg.Body)
 
+	// The drainer's ops server (its /healthz) closes as its stop begins: the
+	// one sign, from outside, that it acted on SIGTERM.
+	opsAddr := freeAddr(t)
 	drain := startDaemon(t, "dlq drain", buildBinary(t, "github.com/aivedio/pipeline/adapter"),
-		adapterEnv(cfg, dbURL), "dlq", "drain", "--group", group.Name)
+		append(adapterEnv(cfg, dbURL), "HTTP_ADDR="+opsAddr), "dlq", "drain", "--group", group.Name)
 	drain.waitLine(30*time.Second, `msg="dlq drain started"`)
 	// The drainer looks for a topic it did not find again every 10 s.
 	lock.waitBlocked(t, pool, 40*time.Second)
+	require.False(t, refused(opsAddr), "the drainer's ops server is not listening on %s", opsAddr)
 
 	sent := drain.terminate()
+	require.Eventually(t, func() bool { return refused(opsAddr) }, 5*time.Second, 20*time.Millisecond,
+		"the drainer did not begin its stop on SIGTERM")
+	// Its stop has begun with the write in flight. Nothing marks a process
+	// that does not exit, so this lets time pass for one that does not wait
+	// (or waits too little) to exit before the write is let through.
 	time.Sleep(500 * time.Millisecond)
 	require.True(t, drain.running(), "the drainer exited with a quarantine write in flight")
 	lock.release(t)

@@ -7,6 +7,7 @@ package source_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,26 +42,28 @@ func TestRealBrokerStopDuringALongPollStrandsNothing(t *testing.T) {
 	pool := dbtest.TestSchema(t)
 
 	const invisible = 40 * time.Second
-	start := func(d source.Deliverer) (stop func() error) {
-		c, err := rocketmq.NewConsumer(cfg, rocketmq.ConsumerParams{Group: group.BrokerName(),
+	start := func(d source.Deliverer) (c *watchedConsumer, stop context.CancelFunc, done <-chan error) {
+		rc, err := rocketmq.NewConsumer(cfg, rocketmq.ConsumerParams{Group: group.BrokerName(),
 			Filters: map[string]string{topic.BrokerName(): "*"}, Await: 10 * time.Second})
 		require.NoError(t, err)
-		t.Cleanup(func() { _ = c.Close() })
+		t.Cleanup(func() { _ = rc.Close() })
+		c = &watchedConsumer{Consumer: rc}
 		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
+		ran := make(chan error, 1)
 		go func() {
-			done <- source.New(source.Params{Group: group, Consumers: []mq.Consumer{c}, Deliverer: d, Quarantine: pool,
+			ran <- source.New(source.Params{Group: group, Consumers: []mq.Consumer{c}, Deliverer: d, Quarantine: pool,
 				Workers: 4, Invisible: invisible, HandlerTimeout: 5 * time.Second, DrainTimeout: 20 * time.Second}).Run(ctx)
 		}()
-		return func() error { cancel(); return <-done }
+		return c, cancel, ran
 	}
 
 	stopped := newRecorder(nil)
-	stopFirst := start(stopped)
-	time.Sleep(3 * time.Second) // its first receive is now long-polling the empty topic
-	stopReturned := make(chan error, 1)
-	go func() { stopReturned <- stopFirst() }()
-	time.Sleep(200 * time.Millisecond) // the stop is under way
+	first, stopFirst, firstDone := start(stopped)
+	// The stop must find a receive long-polling the empty topic.
+	require.Eventually(t, func() bool { return first.inFlight.Load() > 0 }, 30*time.Second, 5*time.Millisecond,
+		"the source never started a receive")
+	stopFirst()
+	require.Positive(t, first.inFlight.Load(), "no receive was under way at the stop: the test proves nothing")
 	sent := time.Now()
 	const n = 5
 	for range n {
@@ -68,14 +71,27 @@ func TestRealBrokerStopDuringALongPollStrandsNothing(t *testing.T) {
 		_, err := cerocketmq.NewSender(producer, topic.BrokerName()).SendMessage(t.Context(), binding.ToMessage(&ev))
 		require.NoError(t, err)
 	}
-	require.NoError(t, <-stopReturned)
+	require.NoError(t, <-firstDone)
 	t.Logf("the stopped source returned %s after the send", time.Since(sent).Round(time.Millisecond))
 	require.Zero(t, stopped.events(), "the stopped source handled nothing")
 
 	next := newRecorder(nil)
-	stopNext := start(next)
-	defer func() { require.NoError(t, stopNext()) }()
+	_, stopNext, nextDone := start(next)
+	defer func() { stopNext(); require.NoError(t, <-nextDone) }()
 	require.Eventually(t, func() bool { return next.events() == n }, invisible/2, 50*time.Millisecond,
 		"the next consumer got %d of %d messages: the rest are hidden for the invisible duration", next.events(), n)
 	t.Logf("all %d delivered %s after the send", n, time.Since(sent).Round(time.Millisecond))
+}
+
+// watchedConsumer counts the receives it has under way, so that a test
+// knows when a long poll is in flight.
+type watchedConsumer struct {
+	mq.Consumer
+	inFlight atomic.Int32
+}
+
+func (w *watchedConsumer) Receive(ctx context.Context, max int, invisible time.Duration) ([]*mq.Received, error) {
+	w.inFlight.Add(1)
+	defer w.inFlight.Add(-1)
+	return w.Consumer.Receive(ctx, max, invisible)
 }

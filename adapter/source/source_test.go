@@ -235,7 +235,6 @@ func TestFailingEveryTimeEndsInDeadLetters(t *testing.T) {
 	require.Equal(t, testGroup.MaxDeliveryAttempts, rec.count(ev.ID()), "the broker stops after max delivery attempts")
 }
 
-// failingExec is a database that refuses every write.
 // failingExec is a database that cannot be reached.
 type failingExec struct{ quarantine.Execer } // only Exec and QueryRow are used
 
@@ -249,16 +248,37 @@ type errRow struct{}
 
 func (errRow) Scan(...any) error { return errors.New("connection refused") }
 
+// countingFailingExec is a failingExec that counts the calls it refused,
+// so a test knows a quarantine write was attempted and failed.
+type countingFailingExec struct {
+	failingExec
+	refused atomic.Int32
+}
+
+func (c *countingFailingExec) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	c.refused.Add(1)
+	return c.failingExec.Exec(ctx, sql, args...)
+}
+
+func (c *countingFailingExec) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	c.refused.Add(1)
+	return c.failingExec.QueryRow(ctx, sql, args...)
+}
+
 func TestPoisonIsNotAckedWhenQuarantineFails(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	_, err := b.producer.Send(context.Background(), &mq.Message{Topic: testTopic.BrokerName(), Body: []byte("{not json")})
 	require.NoError(t, err)
+	db := &countingFailingExec{}
 	stop := b.run(t, newRecorder(nil), func(p *source.Params) {
-		p.Quarantine = failingExec{}
+		p.Quarantine = db
 		p.RetryDelay = func(int) time.Duration { return 500 * time.Millisecond }
 	})
-	time.Sleep(200 * time.Millisecond) // one attempt, refused by the database
+	// One attempt, refused by the database. The stop drains, so the
+	// message is settled (handed back, not ACKed) before stop returns.
+	require.Eventually(t, func() bool { return db.refused.Load() > 0 }, 5*time.Second, 5*time.Millisecond,
+		"the source never tried to quarantine the poison")
 	stop()
 	// It comes back: nothing was lost while the database was away.
 	require.Eventually(t, func() bool {
@@ -290,7 +310,11 @@ func TestWorkersBoundConcurrency(t *testing.T) {
 	}
 	stop := b.run(t, d, func(p *source.Params) { p.Workers = 3 })
 	require.Eventually(t, func() bool { return now.Load() == 3 }, 5*time.Second, 5*time.Millisecond)
-	time.Sleep(100 * time.Millisecond) // nothing more may start meanwhile
+	// Nothing more may start meanwhile. No event marks a delivery that
+	// does not start, so this lets time pass instead: with seven messages
+	// waiting, the consumer's poll answers at once, and a receive past the
+	// bound would start a fourth delivery well within it.
+	time.Sleep(100 * time.Millisecond)
 	require.Equal(t, int32(3), peak.Load())
 	close(release)
 	require.Eventually(t, func() bool { return d.events() == 10 }, 5*time.Second, 5*time.Millisecond)
