@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"strings"
@@ -21,7 +22,8 @@ func TestHubResubscribesAfterLosingItsConnection(t *testing.T) {
 	t.Parallel()
 	// Idle waits time out and ping often; the subscription must survive
 	// them.
-	b := startHub(t, 100*time.Millisecond, nil)
+	var link freezer
+	b := startHub(t, 100*time.Millisecond, func(o *redis.Options) { o.Dialer = link.dial })
 	h := b.hub
 	tenantID, taskID := uuid.New(), uuid.New()
 
@@ -30,7 +32,11 @@ func TestHubResubscribesAfterLosingItsConnection(t *testing.T) {
 	require.Contains(t, receive(t, s), `"version":1`)
 	ids := b.subscriptions(t)
 	require.Len(t, ids, 1)
-	time.Sleep(500 * time.Millisecond) // several idle timeouts and pings
+	// Several idle timeouts and pings, each ping answered before the
+	// change below (one connection, in order).
+	pings := link.pings.Load()
+	require.Eventually(t, func() bool { return link.pings.Load() >= pings+3 }, 10*time.Second, 10*time.Millisecond,
+		"the idle hub does not ping")
 	b.publish(t, tenantID, taskID, 2)
 	require.Contains(t, receive(t, s), `"version":2`)
 	require.Equal(t, ids, b.subscriptions(t), "idle pings keep the connection")
@@ -66,11 +72,13 @@ func TestHubNoticesASilentlyDeadConnection(t *testing.T) {
 	b.publish(t, tenantID, taskID, 1)
 	require.Contains(t, receive(t, s), `"version":1`)
 
-	frozeAt := time.Now()
 	link.freeze()
 	b.publish(t, tenantID, taskID, 2) // lost, like anything sent now
 	requireClosed(t, s, closedListenerLost)
-	require.Less(t, time.Since(frozeAt), 2*time.Second, "noticed within two checks, give or take")
+	// Within two checks: one quiet check sends a ping, the next one
+	// without an answer ends the connection. Counted rather than timed:
+	// a hub that pinged again would still be quick with checks this short.
+	require.Equal(t, int64(1), link.unanswered(), "the hub gives up after one unanswered ping")
 
 	b.waitSubscribed(t)
 	s = subscribe(t, h, tenantID)
@@ -79,10 +87,12 @@ func TestHubNoticesASilentlyDeadConnection(t *testing.T) {
 }
 
 // freezer dials real connections it can freeze: from then on they accept
-// writes and deliver nothing, until closed.
+// writes and deliver nothing, until closed. It counts the pings written
+// through them.
 type freezer struct {
 	mu    sync.Mutex
 	conns []*freezableConn
+	pings atomic.Int64
 }
 
 func (f *freezer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -90,7 +100,7 @@ func (f *freezer) dial(ctx context.Context, network, addr string) (net.Conn, err
 	if err != nil {
 		return nil, err
 	}
-	fc := &freezableConn{Conn: c}
+	fc := &freezableConn{Conn: c, link: f}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.conns = append(f.conns, fc)
@@ -106,9 +116,27 @@ func (f *freezer) freeze() {
 	}
 }
 
+// unanswered is how many pings the frozen connections sent after the last
+// thing Redis delivered on them: the pings the hub waited out.
+func (f *freezer) unanswered() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var n int64
+	for _, c := range f.conns {
+		if c.frozen.Load() {
+			n += c.unanswered.Load()
+		}
+	}
+	return n
+}
+
 type freezableConn struct {
 	net.Conn
+	link   *freezer
 	frozen atomic.Bool
+	// unanswered counts the pings written since a read last delivered
+	// something: a ping whose answer a freeze swallowed stays counted.
+	unanswered atomic.Int64
 }
 
 // Read discards what arrives while frozen; read deadlines still apply.
@@ -116,6 +144,9 @@ func (c *freezableConn) Read(p []byte) (int, error) {
 	for {
 		n, err := c.Conn.Read(p)
 		if err != nil || !c.frozen.Load() {
+			if n > 0 {
+				c.unanswered.Store(0)
+			}
 			return n, err
 		}
 	}
@@ -123,6 +154,13 @@ func (c *freezableConn) Read(p []byte) (int, error) {
 
 // Write swallows what is sent while frozen.
 func (c *freezableConn) Write(p []byte) (int, error) {
+	// go-redis writes each command whole, as a RESP array of bulk
+	// strings: PING alone is *1 $4 ping.
+	ping := bytes.EqualFold(p, []byte("*1\r\n$4\r\nping\r\n"))
+	if ping {
+		c.link.pings.Add(1)
+		c.unanswered.Add(1)
+	}
 	if c.frozen.Load() {
 		return len(p), nil
 	}

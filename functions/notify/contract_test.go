@@ -1,7 +1,6 @@
 package notify_test
 
 import (
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,25 +50,33 @@ func TestStageContract(t *testing.T) {
 }
 
 // subscribe follows the tenant's channel and returns how many changes it
-// has received, once a moment has passed without a new one.
+// has received from everything published so far. Redis delivers one
+// channel's messages to a subscriber in the order it took the publishes:
+// a marker published after the deliveries arrives after every push they
+// made, so counting up to the marker counts all of them.
 func subscribe(t *testing.T, rdb *redis.Client, tenantID uuid.UUID) func(*testing.T) int {
 	t.Helper()
 	sub := live.Subscribe(t.Context(), rdb, tenantID)
 	t.Cleanup(func() { _ = sub.Close() })
 	_, err := sub.ReceiveTimeout(t.Context(), 10*time.Second) // the subscription's confirmation
 	require.NoError(t, err)
-	var n atomic.Int64
-	go func() {
-		for range sub.Channel() {
-			n.Add(1)
-		}
-	}()
-	return func(*testing.T) int {
+	msgs := sub.Channel()
+	var n int
+	return func(t *testing.T) int {
+		t.Helper()
+		marker := "contract marker " + uuid.NewString()
+		require.NoError(t, rdb.Publish(t.Context(), live.Channel(tenantID), marker).Err())
+		timeout := time.After(10 * time.Second)
 		for {
-			before := n.Load()
-			time.Sleep(100 * time.Millisecond)
-			if n.Load() == before {
-				return int(before)
+			select {
+			case m, ok := <-msgs:
+				require.True(t, ok, "the subscription ended")
+				if m.Payload == marker {
+					return n
+				}
+				n++
+			case <-timeout:
+				t.Fatal("the marker did not come back within 10s")
 			}
 		}
 	}

@@ -1,12 +1,15 @@
 package render_test
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -66,6 +69,42 @@ func (p *renderProcess) kill() {
 	_ = p.cmd.Wait()
 }
 
+// ffmpegWriting reports whether an ffmpeg of process group pgid has an
+// output file (.mkv, a chunk) open with something written to it: the kill
+// then lands mid-render, not before ffmpeg started or while it is still
+// opening its inputs.
+func ffmpegWriting(pgid int) bool {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, stat := range stats {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			continue // the process ended meanwhile
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces, so split
+		// after its closing parenthesis.
+		open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+		if open < 0 || end < open {
+			continue
+		}
+		fields := strings.Fields(string(b[end+1:]))
+		if string(b[open+1:end]) != "ffmpeg" || len(fields) < 3 || fields[2] != strconv.Itoa(pgid) {
+			continue
+		}
+		fds := filepath.Join(filepath.Dir(stat), "fd")
+		entries, _ := os.ReadDir(fds)
+		for _, e := range entries {
+			fd := filepath.Join(fds, e.Name())
+			if target, err := os.Readlink(fd); err != nil || !strings.HasSuffix(target, ".mkv") {
+				continue
+			}
+			if fi, err := os.Stat(fd); err == nil && fi.Size() > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // deliver posts one stored event to the process over HTTP, as the source
 // adapter does.
 func (p *renderProcess) deliver(ctx context.Context, ev outbox.Stored) error {
@@ -100,7 +139,8 @@ func TestSIGKILLMidChunkLeavesOneOutputAndOneCapture(t *testing.T) {
 		c, err := renders.GetChunk(t.Context(), f.pool, j.TenantID, j.Key, 0)
 		return err == nil && c.Status == renders.ChunkRendering
 	}, 30*time.Second, 10*time.Millisecond)
-	time.Sleep(500 * time.Millisecond) // ffmpeg is running
+	require.Eventually(t, func() bool { return ffmpegWriting(first.cmd.Process.Pid) }, 30*time.Second, 10*time.Millisecond,
+		"the chunk's ffmpeg did not start writing its output")
 	first.kill()
 	require.Error(t, <-delivered, "the killed delivery is not answered: the adapter delivers it again")
 	require.Empty(t, f.objects(t, j), "nothing stored by the killed delivery")

@@ -121,6 +121,14 @@ func (b *testBundle) pending(t *testing.T, eventType string) int {
 	return n
 }
 
+// requireWaited checks that a wait decided during a delivery that ran from
+// before to after ends wait after the decision: bounds taken around the
+// delivery, so a slow run cannot shorten it. The stage keeps microseconds.
+func requireWaited(t *testing.T, until, before, after time.Time, wait time.Duration, msg string) {
+	t.Helper()
+	require.WithinRange(t, until, before.Add(wait).Truncate(time.Microsecond), after.Add(wait), msg)
+}
+
 func accepted(int) (provider.Job, error) {
 	return provider.Job{ID: "job-1", Status: provider.StatusQueued}, nil
 }
@@ -155,11 +163,13 @@ func TestRateLimitedWaitsAndRetriesWithTheSameKey(t *testing.T) {
 		}
 		return accepted(n)
 	})
+	before := time.Now()
 	require.NoError(t, b.deliver(t, uuid.NewString()), "a 429 is a business wait, not a failure")
+	after := time.Now()
 	got := b.reload(t)
 	require.Equal(t, task.WaitingRetry, got.Status)
 	require.NotNil(t, got.NextRetryAt)
-	require.GreaterOrEqual(t, time.Until(*got.NextRetryAt), 6*time.Second, "Retry-After is honoured")
+	requireWaited(t, *got.NextRetryAt, before, after, 7*time.Second, "Retry-After is honoured")
 	require.Equal(t, 1, b.pending(t, catalog.EventSubmitRequested))
 
 	// The delayed resubmit, once due.
@@ -254,10 +264,13 @@ func TestOpenCircuitWaitsInsteadOfHammering(t *testing.T) {
 	require.NoError(t, b.deliver(t, uuid.NewString())) // trips the circuit
 	_, err := b.pool.Exec(t.Context(), `UPDATE generation_tasks SET next_retry_at = now()`)
 	require.NoError(t, err)
+	before := time.Now()
 	require.NoError(t, b.deliver(t, uuid.NewString()))
+	after := time.Now()
 	got := b.reload(t)
 	require.Equal(t, task.WaitingRetry, got.Status)
-	require.GreaterOrEqual(t, time.Until(*got.NextRetryAt), 29*time.Second, "the wait lasts until the circuit half-opens")
+	require.NotNil(t, got.NextRetryAt)
+	requireWaited(t, *got.NextRetryAt, before, after, 30*time.Second, "the wait lasts until the circuit half-opens")
 	require.Len(t, b.fake.keys, 1, "the open circuit kept the second call from the provider")
 }
 
