@@ -19,10 +19,11 @@ bench: ## run the kernel's benchmarks beside their baselines against the real se
 chaos: ## the long chaos run: every binary its own process, faults at random, invariants checked (CHAOS_ARGS adds flags)
 	@local/services/with-services.sh local/services/chaos.sh
 
-lint: ## gofmt, go vet, staticcheck
+lint: ## gofmt, go vet, staticcheck, go.mod tidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet ./...
 	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	go mod tidy -diff
 
 services-up: ## start PostgreSQL, Redis, RocketMQ, the S3 server (installing what is missing) and keep them running
 	@$(SERVICES) up
