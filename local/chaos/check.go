@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,6 +16,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/local/drive"
+	"github.com/aivedio/pipeline/local/providersim"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/task"
@@ -137,7 +140,7 @@ func (w *world) check(ctx context.Context, r *report) error {
 	}
 	w.checkHandedOver(r)
 	for _, step := range []func(context.Context, *report) error{
-		w.checkTerminal, w.checkSettlement, w.checkCaptures, w.checkObjects, w.checkReview, w.checkReviewer, w.checkRenders, w.checkRemoteJobs, w.checkOutbox, w.checkInbox, w.checkQuarantine,
+		w.checkTerminal, w.checkFailed, w.checkSettlement, w.checkCaptures, w.checkObjects, w.checkReview, w.checkReviewer, w.checkRenders, w.checkRemoteJobs, w.checkOutbox, w.checkInbox, w.checkQuarantine,
 		w.checkProxyRecovery,
 	} {
 		if err := step(ctx, r); err != nil {
@@ -193,6 +196,42 @@ func (w *world) checkTerminal(ctx context.Context, r *report) error {
 	}
 	r.add("every task terminal (NEEDS_ATTENTION with its reason)", open == 0 && unexplained == 0, "%s", detail)
 	return w.pool.QueryRow(ctx, `SELECT count(*) FROM task_attempts`).Scan(&r.Attempts)
+}
+
+// checkFailed holds every FAILED task to the faults the run injects: a
+// code they do not explain (drive.FailedUnder: a failed job, a content
+// refusal by a provider or by the reviewer) is a defect, whatever else
+// the run survived.
+func (w *world) checkFailed(ctx context.Context, r *report) error {
+	sims := make([]*providersim.Server, 0, len(w.providers))
+	for _, p := range w.providers {
+		sims = append(sims, p.sim)
+	}
+	allowed := drive.FailedUnder(w.reviewer, sims...)
+	rows, err := w.pool.Query(ctx, `SELECT coalesce(error_code, ''), count(*) FROM generation_tasks
+		WHERE status = 'FAILED' GROUP BY 1 ORDER BY 2 DESC, 1`)
+	if err != nil {
+		return err
+	}
+	var failed, unexplained []string
+	var code string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&code, &n}, func() error {
+		failed = append(failed, fmt.Sprintf("%s ×%d", code, n))
+		if !slices.Contains(allowed, code) {
+			unexplained = append(unexplained, fmt.Sprintf("%q ×%d", code, n))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	detail := fmt.Sprintf("failed: %s; the faults explain %v", cmp.Or(strings.Join(failed, ", "), "none"), allowed)
+	if len(unexplained) > 0 {
+		detail = fmt.Sprintf("%s FAILED for a reason the faults do not explain (they explain %v)", strings.Join(unexplained, ", "), allowed)
+	}
+	r.add("every FAILED task failed for a reason the faults explain", len(unexplained) == 0, "%s", detail)
+	return nil
 }
 
 func (w *world) checkSettlement(ctx context.Context, r *report) error {
