@@ -47,7 +47,7 @@ const (
 	rulesFile          = "../knative/monitoring/rules.yaml"
 	prometheusRuleFile = "../knative/monitoring/prometheusrule.yaml"
 	dashboardFile      = "../knative/monitoring/dashboard.json"
-	readmeFile         = "../README.md"
+	readmeFile         = "../docs/operations.md"
 )
 
 // TestMonitoring: the alert rules parse with Prometheus's own rule-file
@@ -259,16 +259,16 @@ func thresholdOf(t *testing.T, alert string, expr parser.Expr) string {
 	return strconv.FormatFloat(num.Val, 'f', -1, 64)
 }
 
-// readmeMetricsTable reads the README's "Metrics, alerts and what to do"
-// table: for each series its first cell names, the row's "alert when"
-// cell.
+// readmeMetricsTable reads the "Metrics, alerts and what to do" table of
+// docs/operations.md: for each series its first cell names, the row's
+// "alert when" cell.
 func readmeMetricsTable(t *testing.T) map[string]string {
 	t.Helper()
 	raw, err := os.ReadFile(readmeFile)
 	require.NoError(t, err)
-	_, section, ok := strings.Cut(string(raw), "### Metrics, alerts and what to do\n")
-	require.True(t, ok, "the README has no metrics table")
-	section, _, _ = strings.Cut(section, "\n### ")
+	_, section, ok := strings.Cut(string(raw), "## Metrics, alerts and what to do\n")
+	require.True(t, ok, "%s has no metrics table", readmeFile)
+	section, _, _ = strings.Cut(section, "\n## ")
 	out := map[string]string{}
 	for _, line := range strings.Split(section, "\n") {
 		if !strings.HasPrefix(line, "| `") {

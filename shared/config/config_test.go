@@ -65,18 +65,19 @@ func TestValidateNamesTheVariable(t *testing.T) {
 	}
 }
 
-// TestREADMEListsEveryVariable keeps the README's configuration table in
-// step with the blocks: a new or renamed variable fails here.
+// TestREADMEListsEveryVariable keeps the configuration table
+// (docs/configuration.md) in step with the blocks: a new or renamed
+// variable fails here.
 func TestREADMEListsEveryVariable(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/configuration.md")
 	require.NoError(t, err)
 	for _, block := range []any{config.Postgres{}, config.RocketMQ{}, config.Redis{}, config.S3{}, config.Media{}, config.Ops{}, config.Relay{}, config.Source{}, config.Provider{}, config.API{}, config.Journey{}, config.Retention{}} {
 		typ := reflect.TypeOf(block)
 		for i := range typ.NumField() {
 			name := typ.Field(i).Tag.Get("envconfig")
 			require.NotEmpty(t, name, "%s.%s has no envconfig tag", typ.Name(), typ.Field(i).Name)
-			require.Contains(t, string(readme), "`"+name+"`", "README.md does not document %s", name)
+			require.Contains(t, string(readme), "`"+name+"`", "docs/configuration.md does not document %s", name)
 		}
 	}
 }

@@ -17,7 +17,7 @@ import (
 
 // emulatorInvisible is the invisible duration sources use on the emulator:
 // far below the proxy's 10 s minimum, so that redeliveries come quickly.
-const emulatorInvisible = 500 * time.Millisecond
+const emulatorInvisible = 2 * time.Second
 
 // newEmulator gives a test a kernel on its own broker emulator, with the
 // group cg.anomaly.<name>.v1 reading billing.settle and giving up after
