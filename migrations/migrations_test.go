@@ -23,7 +23,7 @@ var allTables = []string{
 	"outbox_events", "inbox_dedup", "message_quarantine", "message_replays",
 	"tenants", "api_keys", "generation_tasks", "task_attempts", "task_events", "assets", "render_jobs",
 	"credit_accounts", "credit_reservations", "credit_ledger", "derivative_failures", "delivery_failures", "projects", "project_revisions", "render_chunks",
-	"task_reviews", "task_resolutions",
+	"task_reviews", "task_resolutions", "reconcile_repairs",
 }
 
 // taskStates are the firm generation task states of DESIGN.md §5.

@@ -60,6 +60,9 @@ type Params struct {
 	// Now is the scanner's clock; time.Now when nil. Tests move it
 	// forward instead of sleeping.
 	Now func() time.Time
+	// Maintenance configures the scan's services; zero fields take their
+	// Default* constants.
+	Maintenance MaintenanceConfig
 }
 
 // ReplayRecorder is what a scan asks to record the outcome of replays
@@ -68,23 +71,24 @@ type ReplayRecorder interface {
 	RecordOutcomes(ctx context.Context) (int, error)
 }
 
-type reconciler struct{ Params }
+type reconciler struct {
+	Params
+	services *services
+}
+
+func newReconciler(p Params) *reconciler {
+	p = defaults(p)
+	return &reconciler{Params: p, services: newServices(p)}
+}
 
 // now reads the scanner's clock.
-func (r *reconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
+func (r *reconciler) now() time.Time { return clock(r.Params) }
 
 // New returns the reconcile function: delayed looks at a task, and the
 // scanners on a periodic trigger.
 func New(p Params) *stage.Function {
-	if p.Logger == nil {
-		p.Logger = slog.New(slog.DiscardHandler)
-	}
-	r := &reconciler{Params: p}
+	r := newReconciler(p)
+	p = r.Params
 	scan := func(ctx context.Context, ev event.Event) error {
 		rep, err := r.Scan(ctx)
 		if err != nil {

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,31 +21,68 @@ import (
 type RenderReport struct {
 	Rescued  int // a step re-asked: a queued render's start, chunks past their lease or lost, the join
 	Settled  int // a finished render's lost settle re-emitted
-	GaveUpOn int // re-asks handled maxRescues times without progress, none for GiveUpAfter: FAILED render.stuck
+	GaveUpOn int // re-asks handled MaxRescues times without progress, none for GiveUpAfter: FAILED render.stuck
 	Waiting  int // a re-ask due, held back by its spacing
 }
 
-// settleRenders re-asks the steps of renders whose progress was lost: a
+// RenderSettlerConfig configures the [RenderSettler].
+type RenderSettlerConfig struct {
+	// Interval is how often Run makes a pass; DefaultInterval when zero.
+	Interval time.Duration
+	// Batch bounds the renders one pass re-asks, and those it settles
+	// again; DefaultBatch.
+	Batch int
+	// MaxRescues is DefaultMaxRescues when zero.
+	MaxRescues int
+}
+
+// RenderSettler re-asks the steps of renders whose progress was lost: a
 // queued render whose start never came, chunks whose claim ran out (the
 // delivery rendering them died) or whose event was lost, a render whose
 // chunks are all stored but whose join did not finish. Finished renders
 // whose reservation is still held get their settle again.
 //
 // No render stays non-terminal for ever, and none fails for an outage: a
-// render FAILS render.stuck only when maxRescues of its re-asks reached
+// render FAILS render.stuck only when MaxRescues of its re-asks reached
 // the render stage and changed nothing (its inbox holds them, or a chunk
 // was claimed after them), and it has not progressed for GiveUpAfter. A
 // re-ask nobody received (the broker down, its consumers deaf) proves
 // nothing and is not counted; re-asks are spaced, each twice as long after
 // the one before, so an outage costs a few of them.
-func (r *reconciler) settleRenders(ctx context.Context, now time.Time) (RenderReport, error) {
+type RenderSettler struct {
+	loop
+	p   Params
+	cfg RenderSettlerConfig
+}
+
+// NewRenderSettler returns the render settler over p, configured by
+// p.Maintenance.Renders.
+func NewRenderSettler(p Params) *RenderSettler {
+	p = defaults(p)
+	cfg := p.Maintenance.Renders
+	cfg.Batch = cmp.Or(cfg.Batch, DefaultBatch)
+	cfg.MaxRescues = cmp.Or(cfg.MaxRescues, DefaultMaxRescues)
+	return &RenderSettler{loop: newLoop("render_settler", cfg.Interval, p.Logger), p: p, cfg: cfg}
+}
+
+// Run makes a pass every Interval until ctx ends.
+func (s *RenderSettler) Run(ctx context.Context) error {
+	return s.run(ctx, func(ctx context.Context) error { _, err := s.RunOnce(ctx); return err })
+}
+
+// RunOnce makes one pass at the clock's time.
+func (s *RenderSettler) RunOnce(ctx context.Context) (RenderReport, error) {
+	return s.pass(ctx, clock(s.p))
+}
+
+func (s *RenderSettler) pass(ctx context.Context, now time.Time) (RenderReport, error) {
 	var rep RenderReport
-	stuck := now.Add(-r.Journey.StuckAfter)
-	rows, err := r.Pool.Query(ctx, `SELECT render_job_id FROM render_jobs j
+	stuck := now.Add(-s.p.Journey.StuckAfter)
+	rows, err := s.p.Pool.Query(ctx, `SELECT render_job_id FROM render_jobs j
 		WHERE (status = 'QUEUED' AND updated_at < $1)
 			OR (status = 'RENDERING' AND (updated_at < $1 OR EXISTS (SELECT 1 FROM render_chunks c
 				WHERE c.tenant_id = j.tenant_id AND c.render_key = j.render_key AND c.status = 'RENDERING' AND c.lease_until < $2)))
-		ORDER BY updated_at LIMIT $3`, stuck, now, scanBatch)
+		ORDER BY updated_at LIMIT $3`, stuck, now, s.cfg.Batch)
 	if err != nil {
 		return rep, fmt.Errorf("scan renders: %w", err)
 	}
@@ -55,17 +93,17 @@ func (r *reconciler) settleRenders(ctx context.Context, now time.Time) (RenderRe
 	for _, id := range ids {
 		// One render that cannot be rescued now must not hold back the
 		// ones behind it.
-		if err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error { return r.rescueRender(ctx, tx, id, now, &rep) }); err != nil {
+		if err := pgx.BeginFunc(ctx, s.p.Pool, func(tx pgx.Tx) error { return s.rescue(ctx, tx, id, now, &rep) }); err != nil {
 			if ctx.Err() != nil {
 				return rep, err
 			}
-			r.Logger.WarnContext(ctx, "render not rescued this scan", slog.String("render_id", id.String()), slog.String("error", err.Error()))
+			s.p.Logger.WarnContext(ctx, "render not rescued this scan", slog.String("render_id", id.String()), slog.String("error", err.Error()))
 		}
 	}
-	rows, err = r.Pool.Query(ctx, `SELECT j.render_job_id FROM render_jobs j JOIN credit_reservations r ON r.render_job_id = j.render_job_id
+	rows, err = s.p.Pool.Query(ctx, `SELECT j.render_job_id FROM render_jobs j JOIN credit_reservations r ON r.render_job_id = j.render_job_id
 		WHERE j.status IN ('SUCCEEDED', 'FAILED', 'CANCELED') AND r.status = 'HELD' AND j.updated_at < $1
 			AND NOT EXISTS (SELECT 1 FROM outbox_events o WHERE o.published_at IS NULL AND o.aggregate_id = j.render_job_id::text)
-		ORDER BY j.updated_at LIMIT $2`, stuck, scanBatch)
+		ORDER BY j.updated_at LIMIT $2`, stuck, s.cfg.Batch)
 	if err != nil {
 		return rep, fmt.Errorf("scan unsettled renders: %w", err)
 	}
@@ -74,7 +112,7 @@ func (r *reconciler) settleRenders(ctx context.Context, now time.Time) (RenderRe
 		return rep, fmt.Errorf("scan unsettled renders: %w", err)
 	}
 	for _, id := range unsettled {
-		err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error {
+		err := pgx.BeginFunc(ctx, s.p.Pool, func(tx pgx.Tx) error {
 			j, err := render.Lock(ctx, tx, id)
 			if err != nil {
 				return err
@@ -92,13 +130,17 @@ func (r *reconciler) settleRenders(ctx context.Context, now time.Time) (RenderRe
 			if err != nil {
 				return err
 			}
-			return outbox.Write(ctx, tx, e)
+			if err := outbox.Write(ctx, tx, e); err != nil {
+				return err
+			}
+			return record(ctx, tx, repair{Kind: RepairRenderResettle, AggregateType: task.RenderAggregateType, AggregateID: j.ID.String(),
+				Reason: fmt.Sprintf("the render is %s and still holds its reservation: its settle was lost", j.Status)})
 		})
 		if err != nil {
 			if ctx.Err() != nil {
 				return rep, err
 			}
-			r.Logger.WarnContext(ctx, "render not settled again this scan", slog.String("render_id", id.String()), slog.String("error", err.Error()))
+			s.p.Logger.WarnContext(ctx, "render not settled again this scan", slog.String("render_id", id.String()), slog.String("error", err.Error()))
 			continue
 		}
 		rep.Settled++
@@ -106,7 +148,7 @@ func (r *reconciler) settleRenders(ctx context.Context, now time.Time) (RenderRe
 	return rep, nil
 }
 
-func (r *reconciler) rescueRender(ctx context.Context, tx pgx.Tx, id uuid.UUID, now time.Time, rep *RenderReport) error {
+func (s *RenderSettler) rescue(ctx context.Context, tx pgx.Tx, id uuid.UUID, now time.Time, rep *RenderReport) error {
 	j, err := render.Lock(ctx, tx, id)
 	if err != nil {
 		return err
@@ -123,7 +165,7 @@ func (r *reconciler) rescueRender(ctx context.Context, tx pgx.Tx, id uuid.UUID, 
 		j.ID.String()).Scan(&pending); err != nil || pending {
 		return err
 	}
-	stuck := now.Add(-r.Journey.StuckAfter)
+	stuck := now.Add(-s.p.Journey.StuckAfter)
 	var asks []outbox.Event
 	ask := func(step string, chunk int) error {
 		e, err := j.Ask(scanOrigin, step, chunk)
@@ -167,7 +209,7 @@ func (r *reconciler) rescueRender(ctx context.Context, tx pgx.Tx, id uuid.UUID, 
 	if len(asks) == 0 {
 		return nil
 	}
-	if j.RescueAsks > 0 && now.Before(j.RescuedAt.Add(rescueSpacing(r.Journey.StuckAfter, j.RescueAsks))) {
+	if j.RescueAsks > 0 && now.Before(j.RescuedAt.Add(rescueSpacing(s.p.Journey.StuckAfter, j.RescueAsks))) {
 		rep.Waiting++
 		return nil
 	}
@@ -179,19 +221,21 @@ func (r *reconciler) rescueRender(ctx context.Context, tx pgx.Tx, id uuid.UUID, 
 			return err
 		}
 	}
-	if rescues := j.Rescues + btoi(handled); handled && rescues >= maxRescues {
+	if rescues := j.Rescues + btoi(handled); handled && rescues >= s.cfg.MaxRescues {
 		progressed, err := lastProgress(ctx, tx, j)
 		if err != nil {
 			return err
 		}
-		if idle := now.Sub(progressed); idle >= r.Journey.GiveUpAfter {
+		if idle := now.Sub(progressed); idle >= s.p.Journey.GiveUpAfter {
 			rep.GaveUpOn++
-			r.Logger.WarnContext(ctx, "render stuck", slog.String("render_id", id.String()), slog.Int("rescues", rescues),
+			s.p.Logger.WarnContext(ctx, "render stuck", slog.String("render_id", id.String()), slog.Int("rescues", rescues),
 				slog.Duration("idle", idle.Round(time.Second)))
-			_, err := render.Apply(ctx, tx, scanOrigin, j, render.Change{To: render.Failed, ErrorCode: "render.stuck", ErrorMessage: fmt.Sprintf(
-				"the render has not progressed for %s: its steps were re-asked %d times, and each reached the render stage and changed nothing; the render stage's logs and the quarantine (adapter quarantine list --consumer %s) say why",
-				idle.Round(time.Minute), rescues, catalog.GroupRender.Name)})
-			return err
+			msg := fmt.Sprintf("the render has not progressed for %s: its steps were re-asked %d times, and each reached the render stage and changed nothing; the render stage's logs and the quarantine (adapter quarantine list --consumer %s) say why",
+				idle.Round(time.Minute), rescues, catalog.GroupRender.Name)
+			if _, err := render.Apply(ctx, tx, scanOrigin, j, render.Change{To: render.Failed, ErrorCode: "render.stuck", ErrorMessage: msg}); err != nil {
+				return err
+			}
+			return record(ctx, tx, repair{Kind: RepairRenderGiveUp, AggregateType: task.RenderAggregateType, AggregateID: j.ID.String(), Reason: "render.stuck: " + msg})
 		}
 	}
 	ids := make([]uuid.UUID, len(asks))
@@ -204,8 +248,12 @@ func (r *reconciler) rescueRender(ctx context.Context, tx pgx.Tx, id uuid.UUID, 
 		}
 		return err
 	}
+	if err := record(ctx, tx, repair{Kind: RepairRenderRescue, AggregateType: task.RenderAggregateType, AggregateID: j.ID.String(),
+		Reason: fmt.Sprintf("the render stopped moving in %s: %d step(s) re-asked", j.Status, len(asks)), Rescue: true}); err != nil {
+		return err
+	}
 	rep.Rescued++
-	r.Logger.InfoContext(ctx, "render step re-asked", slog.String("render_id", id.String()), slog.String("status", string(j.Status)),
+	s.p.Logger.InfoContext(ctx, "render step re-asked", slog.String("render_id", id.String()), slog.String("status", string(j.Status)),
 		slog.Int("events", len(asks)))
 	return nil
 }
