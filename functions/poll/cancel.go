@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/functions/stage"
-	"github.com/aivedio/pipeline/shared/inbox"
+	"github.com/aivedio/pipeline/shared/aggregate"
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/task"
 )
@@ -27,17 +27,10 @@ func cancelJob[T any](ctx context.Context, s *poller, d stage.Delivery[T], attem
 	cancel()
 	outcome := stage.DecideCancel(job, err)
 	d.Log.InfoContext(ctx, "provider cancel", slog.String("outcome", string(outcome)), slog.String("provider_class", string(provider.ClassOf(err))))
-	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		cur, err := task.Lock(ctx, tx, t.ID)
-		if err != nil {
-			return "", err
-		}
-		if cur.Status != task.ProviderRunning || cur.ProviderJobID != t.ProviderJobID {
-			return inbox.StaleNoop, nil
-		}
+	return d.Apply(ctx, runningJob(t), func(ctx context.Context, tx pgx.Tx, cur task.Task) (aggregate.Result, error) {
 		if outcome != stage.CancelUnknown {
 			releaseSlots(s, d)
 		}
-		return inbox.Applied, stage.ApplyCancel(ctx, tx, d.Origin, cur, attemptID, outcome, s.Journey.ReconcileAfter)
+		return aggregate.Applied, stage.ApplyCancel(ctx, tx, d.Origin, cur, attemptID, outcome, s.Journey.ReconcileAfter)
 	})
 }

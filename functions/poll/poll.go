@@ -30,11 +30,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/aggregate"
 	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/envelope"
-	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/provider"
@@ -268,16 +268,13 @@ func apply[T any](ctx context.Context, s *poller, d stage.Delivery[T], attemptID
 func (s *poller) reschedule(ctx context.Context, d stage.Delivery[task.PollDue], at time.Time, reason string) error {
 	t, due := d.Task, d.Payload
 	at = at.UTC().Truncate(time.Microsecond)
-	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		// The wait names the version as locked: a scanner's rescue may
-		// have touched the task since it was read.
-		cur, err := task.Lock(ctx, tx, t.ID)
-		if err != nil {
-			return "", err
-		}
+	// The wait names the version as locked: a scanner's rescue may have
+	// touched the task since it was read. The poll chain's own
+	// compare-and-set says whether the event is stale.
+	return d.Apply(ctx, task.Guard(), func(ctx context.Context, tx pgx.Tx, cur task.Task) (aggregate.Result, error) {
 		moved, err := task.MovePoll(ctx, tx, t.ID, due.PollAt, at)
 		if err != nil || !moved {
-			return inbox.StaleNoop, err
+			return aggregate.Stale, err
 		}
 		retry := due.RetryAttempt
 		if at != due.PollAt {
@@ -286,24 +283,25 @@ func (s *poller) reschedule(ctx context.Context, d stage.Delivery[task.PollDue],
 		next, err := d.Origin.EmitAt(cur, task.PollDue{TaskID: t.ID, AttemptID: due.AttemptID, PollAt: at, Wait: task.Wait{
 			ExpectedStatus: task.ProviderRunning, ExpectedVersion: cur.Version, NotBefore: at, Reason: reason, RetryAttempt: retry}}, at)
 		if err != nil {
-			return "", err
+			return 0, err
 		}
-		return inbox.Applied, outbox.Write(ctx, tx, next)
+		return aggregate.Applied, outbox.Write(ctx, tx, next)
 	})
 }
 
 // end applies a job's end in the inbox-protected transaction, then frees
 // the task's slots.
 func end[T any](ctx context.Context, s *poller, d stage.Delivery[T], fn func(tx pgx.Tx, cur task.Task) error) error {
-	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		cur, err := task.Lock(ctx, tx, d.Task.ID)
-		if err != nil {
-			return "", err
-		}
-		if cur.Status != task.ProviderRunning || cur.ProviderJobID != d.Task.ProviderJobID {
-			return inbox.StaleNoop, nil
-		}
+	return d.Apply(ctx, runningJob(d.Task), func(ctx context.Context, tx pgx.Tx, cur task.Task) (aggregate.Result, error) {
 		releaseSlots(s, d)
-		return inbox.Applied, fn(tx, cur)
+		return aggregate.Applied, fn(tx, cur)
 	})
+}
+
+// runningJob is the transition of an event about t's provider job: it
+// holds while the task is PROVIDER_RUNNING with that job.
+func runningJob(t task.Task) aggregate.Transition[task.Status, task.Task] {
+	tr := task.Guard(task.ProviderRunning)
+	tr.If = func(cur task.Task) bool { return cur.ProviderJobID == t.ProviderJobID }
+	return tr
 }

@@ -43,6 +43,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/aggregate"
 	"github.com/aivedio/pipeline/shared/asset"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/catalog"
@@ -303,41 +304,27 @@ func (s *renderer) reuse(ctx context.Context, d stage.Delivery[task.RenderReques
 
 // finish ends a running or queued render SUCCEEDED with output.
 func (s *renderer) finish(ctx context.Context, d stage.Delivery[task.RenderRequested], id, output uuid.UUID, reused bool) error {
-	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		cur, err := renders.Lock(ctx, tx, id)
-		if err != nil {
-			return "", err
-		}
-		if cur.Status.Terminal() {
-			return inbox.StaleNoop, nil
-		}
+	return stage.ApplyTo(ctx, d, renders.Kind, id, renders.Running().Into(renders.Succeeded), func(ctx context.Context, tx pgx.Tx, cur renders.Job) (aggregate.Result, error) {
 		if _, err := renders.Apply(ctx, tx, d.Origin, cur, renders.Change{To: renders.Succeeded, OutputAssetID: &output,
 			Reused: reused, Progress: task.Ptr(100)}); err != nil {
-			return "", err
+			return 0, err
 		}
 		if reused {
 			reusedOutputs.Inc()
 			d.Log.InfoContext(ctx, "render reused a stored output", slog.String("asset_id", output.String()))
 		}
-		return inbox.Applied, nil
+		return aggregate.Applied, nil
 	})
 }
 
 // fail ends a render that is not over yet FAILED with a reason.
 func (s *renderer) fail(ctx context.Context, d stage.Delivery[task.RenderRequested], id uuid.UUID, code, message string) error {
-	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		cur, err := renders.Lock(ctx, tx, id)
-		if err != nil {
-			return "", err
-		}
-		if cur.Status.Terminal() {
-			return inbox.StaleNoop, nil
-		}
+	return stage.ApplyTo(ctx, d, renders.Kind, id, renders.Running().Into(renders.Failed), func(ctx context.Context, tx pgx.Tx, cur renders.Job) (aggregate.Result, error) {
 		if _, err := renders.Apply(ctx, tx, d.Origin, cur, renders.Change{To: renders.Failed, ErrorCode: code, ErrorMessage: message}); err != nil {
-			return "", err
+			return 0, err
 		}
 		d.Log.WarnContext(ctx, "render failed", slog.String("code", code), slog.String("message", message))
-		return inbox.Applied, nil
+		return aggregate.Applied, nil
 	})
 }
 

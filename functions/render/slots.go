@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/functions/stage"
-	"github.com/aivedio/pipeline/shared/inbox"
+	"github.com/aivedio/pipeline/shared/aggregate"
 	"github.com/aivedio/pipeline/shared/outbox"
 	renders "github.com/aivedio/pipeline/shared/render"
 	"github.com/aivedio/pipeline/shared/slots"
@@ -106,22 +106,15 @@ func (t *tenantSlot) release(ctx context.Context) {
 func (s *renderer) waitForSlot(ctx context.Context, d stage.Delivery[task.RenderRequested], j renders.Job, index int) error {
 	waits := d.Payload.SlotWaits + 1
 	wait := slotWait(waits)
-	err := d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		cur, err := renders.Lock(ctx, tx, j.ID)
-		if err != nil {
-			return "", err
-		}
-		if cur.Status != renders.Rendering {
-			return inbox.StaleNoop, nil
-		}
+	err := stage.ApplyTo(ctx, d, renders.Kind, j.ID, renders.Guard(renders.Rendering), func(ctx context.Context, tx pgx.Tx, cur renders.Job) (aggregate.Result, error) {
 		ev, err := cur.AskLater(d.Origin, index, waits, time.Now().Add(wait))
 		if err != nil {
-			return "", err
+			return 0, err
 		}
 		if err := renders.Touch(ctx, tx, cur.TenantID, cur.Key, uuid.Nil); err != nil {
-			return "", err
+			return 0, err
 		}
-		return inbox.Applied, outbox.Write(ctx, tx, ev)
+		return aggregate.Applied, outbox.Write(ctx, tx, ev)
 	})
 	if err != nil {
 		return err

@@ -85,11 +85,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/aggregate"
 	"github.com/aivedio/pipeline/shared/asset"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
-	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/media"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/outcome"
@@ -298,28 +298,21 @@ func (s *reviewer) malformed(ctx context.Context, d stage.Delivery[task.Postproc
 
 // decide records the reviewer's decision and applies the product rule.
 func (s *reviewer) decide(ctx context.Context, d stage.Delivery[task.Postprocess], r reviews.Review, source stage.Asset, dec reviews.Decision) error {
-	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		cur, err := task.Lock(ctx, tx, d.Task.ID)
-		if err != nil {
-			return "", err
-		}
-		if cur.Status != task.MediaProcessing {
-			return inbox.StaleNoop, nil
-		}
+	return d.Apply(ctx, task.Guard(task.MediaProcessing), func(ctx context.Context, tx pgx.Tx, cur task.Task) (aggregate.Result, error) {
 		ok, err := reviews.Decide(ctx, tx, cur.ID, r.Attempts, dec)
 		if err != nil || !ok {
-			return inbox.StaleNoop, err
+			return aggregate.Stale, err
 		}
 		if dec.Approve {
 			d.Log.InfoContext(ctx, "content review approved", slog.String("reviewer", dec.Reviewer))
-			return inbox.Applied, stage.FinishMedia(ctx, tx, d.Origin, cur, source)
+			return aggregate.Applied, stage.FinishMedia(ctx, tx, d.Origin, cur, source)
 		}
 		d.Log.InfoContext(ctx, "content review rejected", slog.String("reviewer", dec.Reviewer), slog.String("reason_code", dec.ReasonCode))
 		msg := rejection(dec)
 		if err := asset.Withhold(ctx, tx, cur.ID, task.ErrContentRejected, msg); err != nil {
-			return "", err
+			return 0, err
 		}
-		return inbox.Applied, task.Fail(ctx, tx, d.Origin, cur, task.ErrContentRejected, msg)
+		return aggregate.Applied, task.Fail(ctx, tx, d.Origin, cur, task.ErrContentRejected, msg)
 	})
 }
 
@@ -351,25 +344,18 @@ func (s *reviewer) wait(ctx context.Context, d stage.Delivery[task.Postprocess],
 	next := now.Add(delay)
 	d.Log.WarnContext(ctx, "content reviewer unavailable; the task waits", slog.String("error", ans.down),
 		slog.Int("attempt", r.Attempts+1), slog.Duration("retry_in", delay), slog.Time("waiting_since", since))
-	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		cur, err := task.Lock(ctx, tx, d.Task.ID)
-		if err != nil {
-			return "", err
-		}
-		if cur.Status != task.MediaProcessing {
-			return inbox.StaleNoop, nil
-		}
+	return d.Apply(ctx, task.Guard(task.MediaProcessing), func(ctx context.Context, tx pgx.Tx, cur task.Task) (aggregate.Result, error) {
 		ok, err := reviews.Wait(ctx, tx, cur.ID, r.Attempts, reviews.Unreachable{Error: ans.down, Malformed: ans.malformed, Next: next})
 		if err != nil || !ok {
-			return inbox.StaleNoop, err
+			return aggregate.Stale, err
 		}
 		e, err := d.Origin.EmitAt(cur, task.Postprocess{TaskID: cur.ID, AssetID: r.AssetID, Step: catalog.TagReview,
 			Wait: task.Wait{ExpectedStatus: task.MediaProcessing, NotBefore: next, Reason: CodeUnavailable,
 				RetryAttempt: r.Attempts + 1, WaitingSince: since}}, next)
 		if err != nil {
-			return "", err
+			return 0, err
 		}
-		return inbox.Applied, outbox.Write(ctx, tx, e)
+		return aggregate.Applied, outbox.Write(ctx, tx, e)
 	})
 }
 
@@ -380,22 +366,15 @@ func (s *reviewer) giveUp(ctx context.Context, d stage.Delivery[task.Postprocess
 		"the output was neither approved nor rejected, so it is not served and the reservation stays held: bring the reviewer back "+
 		"(check REVIEW_URL, REVIEW_SECRET and the reviewer's logs), then decide the task by hand: approved, it finishes and is charged; rejected, it fails review.content_rejected and is charged",
 		since.UTC().Format(time.RFC3339), r.Attempts+1, ans.down, s.Config.MaxWait)
-	err := d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		cur, err := task.Lock(ctx, tx, d.Task.ID)
-		if err != nil {
-			return "", err
-		}
-		if cur.Status != task.MediaProcessing {
-			return inbox.StaleNoop, nil
-		}
+	err := d.Apply(ctx, task.Guard(task.MediaProcessing).Into(task.NeedsAttention), func(ctx context.Context, tx pgx.Tx, cur task.Task) (aggregate.Result, error) {
 		ok, err := reviews.GiveUp(ctx, tx, cur.ID, r.Attempts, ans.down)
 		if err != nil || !ok {
-			return inbox.StaleNoop, err
+			return aggregate.Stale, err
 		}
 		code := CodeUnavailable
 		_, err = task.Apply(ctx, tx, d.Origin, cur, task.Transition{To: task.NeedsAttention, Reason: code,
 			Set: task.Fields{ErrorCode: &code, ErrorMessage: &msg}})
-		return inbox.Applied, err
+		return aggregate.Applied, err
 	})
 	if err == nil {
 		d.Log.WarnContext(ctx, "task needs attention", slog.String("error_code", CodeUnavailable), slog.String("error", msg))

@@ -20,9 +20,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/aggregate"
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/catalog"
-	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/render"
 	"github.com/aivedio/pipeline/shared/task"
@@ -42,15 +42,9 @@ func New(p Params) *stage.Function {
 	work := func(ctx context.Context, d stage.Delivery[task.SettleRequested]) error {
 		// The decision is the task's as locked, not as read before: a
 		// concurrent settle may have taken it.
-		return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-			t, err := task.Lock(ctx, tx, d.Task.ID)
-			if err != nil {
-				return "", err
-			}
-			if !task.SettleActs(t) {
-				return inbox.StaleNoop, nil
-			}
+		return d.Apply(ctx, aggregate.Transition[task.Status, task.Task]{If: task.SettleActs}, func(ctx context.Context, tx pgx.Tx, t task.Task) (aggregate.Result, error) {
 			var s billing.Settlement
+			var err error
 			if t.Charged() {
 				s, err = billing.Capture(ctx, tx, t.ID)
 			} else {
@@ -71,21 +65,17 @@ func settleRender(ctx context.Context, d stage.Delivery[task.SettleRequested]) e
 	if d.Payload.RenderID == uuid.Nil {
 		return outcome.Permanentf("payload.invalid", "payload.task_id: is required (a render's settle names its render_id instead)")
 	}
-	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		j, err := render.Lock(ctx, tx, d.Payload.RenderID)
-		if errors.Is(err, render.ErrNotFound) {
-			return "", outcome.Permanent("render.not_found", err)
-		}
-		if err != nil {
-			return "", err
-		}
+	// No precondition on the status: another tenant's render is refused
+	// before its status is looked at, so its work answers stale itself.
+	err := stage.ApplyTo(ctx, d, render.Kind, d.Payload.RenderID, render.Guard(), func(ctx context.Context, tx pgx.Tx, j render.Job) (aggregate.Result, error) {
 		if err := stage.CheckTenant(d.Env, j.TenantID); err != nil {
-			return "", err
+			return 0, err
 		}
 		if !j.Status.Terminal() {
-			return inbox.StaleNoop, nil
+			return aggregate.Stale, nil
 		}
 		var s billing.Settlement
+		var err error
 		if j.Status == render.Succeeded && !j.Reused {
 			s, err = billing.CaptureRender(ctx, tx, j.ID)
 		} else {
@@ -93,21 +83,25 @@ func settleRender(ctx context.Context, d stage.Delivery[task.SettleRequested]) e
 		}
 		return settled(ctx, d, s, err)
 	})
+	if errors.Is(err, render.ErrNotFound) {
+		return outcome.Permanent("render.not_found", err)
+	}
+	return err
 }
 
 // settled is the inbox result of a capture or release that returned s
 // and err: applied when it settled the reservation now, a stale no-op
 // when it was settled before.
-func settled(ctx context.Context, d stage.Delivery[task.SettleRequested], s billing.Settlement, err error) (inbox.Result, error) {
+func settled(ctx context.Context, d stage.Delivery[task.SettleRequested], s billing.Settlement, err error) (aggregate.Result, error) {
 	if errors.Is(err, billing.ErrNoReservation) {
-		return "", outcome.Permanent("billing.no_reservation", err)
+		return 0, outcome.Permanent("billing.no_reservation", err)
 	}
 	if err != nil {
-		return "", err
+		return 0, err
 	}
 	if !s.Changed {
-		return inbox.StaleNoop, nil
+		return aggregate.Stale, nil
 	}
 	d.Log.InfoContext(ctx, "settled", slog.String("reservation", s.Status), slog.Int64("amount", s.Amount))
-	return inbox.Applied, nil
+	return aggregate.Applied, nil
 }

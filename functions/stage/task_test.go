@@ -12,6 +12,7 @@ import (
 
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/functions/stage/stagetest"
+	"github.com/aivedio/pipeline/shared/aggregate"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/dbtest"
 	"github.com/aivedio/pipeline/shared/envelope"
@@ -125,4 +126,49 @@ func TestDeliveryLocked(t *testing.T) {
 	ran, _, _, _, err = deliver(task.Submitting, nil, holding)
 	require.NoError(t, err)
 	require.Equal(t, 1, ran, "a wait that holds is work")
+}
+
+// TestDeliveryApply: a transition whose predicate does not hold on the
+// task as locked, or whose work answers stale, is a recorded stale no-op
+// whose after-commit hooks do not run; a move the task's table does not
+// have is refused and records nothing.
+func TestDeliveryApply(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.TestSchema(t)
+	tk := stagetest.NewTask(t, pool, nil, task.Transition{To: task.Submitting})
+	deliver := func(tr aggregate.Transition[task.Status, task.Task], answer aggregate.Result) (ran, hooks int, eventID string, err error) {
+		eventID = uuid.NewString()
+		f := stage.NewTyped(stage.Typed[task.FetchRequested]{Group: lockedGroup, DB: pool,
+			Work: func(ctx context.Context, d stage.Delivery[task.FetchRequested]) error {
+				return d.Apply(ctx, tr, func(_ context.Context, _ pgx.Tx, cur task.Task) (aggregate.Result, error) {
+					ran++
+					d.AfterCommit(func(context.Context) { hooks++ })
+					return answer, nil
+				})
+			}})
+		_, err = f.Handle(t.Context(), stagetest.CloudEvent(t, tk, eventID, catalog.EventFetchRequested, task.FetchRequested{TaskID: tk.ID}))
+		return ran, hooks, eventID, err
+	}
+
+	ran, hooks, id, err := deliver(aggregate.Transition[task.Status, task.Task]{If: func(cur task.Task) bool { return cur.ProviderJobID == "other" }}, aggregate.Applied)
+	require.NoError(t, err)
+	require.Equal(t, [2]int{0, 0}, [2]int{ran, hooks}, "a predicate that does not hold keeps the work from running")
+	require.Equal(t, string(inbox.StaleNoop), stagetest.InboxResult(t, pool, lockedConsumer, id))
+
+	ran, hooks, id, err = deliver(task.Guard(task.Submitting), aggregate.Stale)
+	require.NoError(t, err)
+	require.Equal(t, [2]int{1, 0}, [2]int{ran, hooks}, "work that answers stale runs no hook")
+	require.Equal(t, string(inbox.StaleNoop), stagetest.InboxResult(t, pool, lockedConsumer, id))
+
+	illegal := task.Guard(task.Submitting)
+	illegal.To = task.Succeeded
+	ran, _, id, err = deliver(illegal, aggregate.Applied)
+	require.ErrorIs(t, err, aggregate.ErrIllegalMove)
+	require.Zero(t, ran, "a refused move does not run its work")
+	require.Empty(t, stagetest.InboxResult(t, pool, lockedConsumer, id), "a refused move records nothing")
+
+	ran, hooks, id, err = deliver(task.Guard(task.Submitting), aggregate.Applied)
+	require.NoError(t, err)
+	require.Equal(t, [2]int{1, 1}, [2]int{ran, hooks})
+	require.Equal(t, string(inbox.Applied), stagetest.InboxResult(t, pool, lockedConsumer, id))
 }

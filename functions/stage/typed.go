@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/aggregate"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/inbox"
@@ -47,18 +48,45 @@ type Delivery[T any] struct {
 // before its slow work (a provider call, a download, ffmpeg) and another
 // delivery may have moved it since; then the event is a stale no-op and fn
 // does not run. fn's error rolls its work back and is returned unchanged.
-// The after-commit hooks fn adds run once the transaction committed.
+// The after-commit hooks fn adds run once the transaction committed. It
+// is [Delivery.Apply] with [task.Guard](status), for work that is never
+// stale past its status.
 func (d Delivery[T]) Locked(ctx context.Context, status task.Status, fn func(ctx context.Context, tx pgx.Tx, cur task.Task) error) error {
+	return d.Apply(ctx, task.Guard(status), func(ctx context.Context, tx pgx.Tx, cur task.Task) (aggregate.Result, error) {
+		return aggregate.Applied, fn(ctx, tx, cur)
+	})
+}
+
+// Apply runs act on the delivery's task, locked, in the delivery's
+// inbox-protected transaction, if tr's precondition holds on it (see
+// [aggregate.Apply]): a precondition that does not hold, or act answering
+// [aggregate.Stale], records the event as a stale no-op. act's error
+// rolls its work back and is returned unchanged. The after-commit hooks
+// act adds run once the transaction committed its work as applied.
+func (d Delivery[T]) Apply(ctx context.Context, tr aggregate.Transition[task.Status, task.Task], act aggregate.Act[task.Task]) error {
+	return ApplyTo(ctx, d, task.Kind, d.Task.ID, tr, act)
+}
+
+// ApplyTo is [Delivery.Apply] on row id of any aggregate k (a render, an
+// upload) the delivery's work changes.
+func ApplyTo[T, ID any, S ~string, R any](ctx context.Context, d Delivery[T], k aggregate.Kind[ID, S, R], id ID,
+	tr aggregate.Transition[S, R], act aggregate.Act[R],
+) error {
 	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		cur, err := task.Lock(ctx, tx, d.Task.ID)
+		res, err := aggregate.Apply(ctx, tx, k, id, tr, act)
 		if err != nil {
 			return "", err
 		}
-		if cur.Status != status {
-			return inbox.StaleNoop, nil
-		}
-		return inbox.Applied, fn(ctx, tx, cur)
+		return inboxResult(res), nil
 	})
+}
+
+// inboxResult is the inbox's record of a transition that did res.
+func inboxResult(res aggregate.Result) inbox.Result {
+	if res == aggregate.Applied {
+		return inbox.Applied
+	}
+	return inbox.StaleNoop
 }
 
 // InTx runs fn in the delivery's inbox-protected transaction (inbox.Do),

@@ -55,10 +55,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/aggregate"
 	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
-	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/provider"
@@ -405,26 +405,17 @@ func lastly(cands []provider.Candidate, name string) []provider.Candidate {
 // unroutable fails a task no configured provider can serve: retrying
 // cannot help until the request or the configuration changes.
 func (s *submitter) unroutable(ctx context.Context, d stage.Delivery[task.SubmitRequested], why string) error {
-	return s.beforeSubmitting(ctx, d, func(ctx context.Context, tx pgx.Tx, cur task.Task) (inbox.Result, error) {
-		return inbox.Applied, task.Fail(ctx, tx, d.Origin, cur, "provider.unsupported_request", "no configured provider can serve this request: "+why)
+	return s.beforeSubmitting(ctx, d, func(ctx context.Context, tx pgx.Tx, cur task.Task) (aggregate.Result, error) {
+		return aggregate.Applied, task.Fail(ctx, tx, d.Origin, cur, "provider.unsupported_request", "no configured provider can serve this request: "+why)
 	})
 }
 
 // beforeSubmitting runs fn in the inbox-protected transaction on the task
 // locked, if it is still QUEUED or WAITING_RETRY (a stale no-op otherwise).
 func (s *submitter) beforeSubmitting(ctx context.Context, d stage.Delivery[task.SubmitRequested],
-	fn func(ctx context.Context, tx pgx.Tx, cur task.Task) (inbox.Result, error),
+	fn func(ctx context.Context, tx pgx.Tx, cur task.Task) (aggregate.Result, error),
 ) error {
-	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		cur, err := task.Lock(ctx, tx, d.Task.ID)
-		if err != nil {
-			return "", err
-		}
-		if cur.Status != task.Queued && cur.Status != task.WaitingRetry {
-			return inbox.StaleNoop, nil
-		}
-		return fn(ctx, tx, cur)
-	})
+	return d.Apply(ctx, task.Guard(task.Queued, task.WaitingRetry), fn)
 }
 
 // request is what the attempt asks its provider for.
@@ -463,39 +454,37 @@ func (s *submitter) call(ctx context.Context, t task.Task, a attempt.Attempt) (p
 // task's slots after the commit.
 func (s *submitter) record(ctx context.Context, d stage.Delivery[task.SubmitRequested], a attempt.Attempt, job provider.Job, callErr error) error {
 	o := d.Origin
-	err := d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		t, err := task.Lock(ctx, tx, d.Task.ID)
-		if err != nil {
-			return "", err
-		}
-		if t.Status == task.Reconciling && callErr == nil && job.ID != "" {
-			// Another delivery took this send for lost while it ran; its
-			// answer came after all: the lookup's work is done.
+	// Another delivery may have taken this send for lost while it ran
+	// (the task RECONCILING); a job in its answer came after all: the
+	// lookup's work is done.
+	late := callErr == nil && job.ID != ""
+	tr := aggregate.Transition[task.Status, task.Task]{If: func(t task.Task) bool {
+		return t.Status == task.Submitting || late && t.Status == task.Reconciling
+	}}
+	err := d.Apply(ctx, tr, func(ctx context.Context, tx pgx.Tx, t task.Task) (aggregate.Result, error) {
+		if t.Status == task.Reconciling {
 			return s.lateAnswer(ctx, tx, o, t, a, job)
-		}
-		if t.Status != task.Submitting {
-			return inbox.StaleNoop, nil
 		}
 		now := time.Now()
 		class := provider.ClassOf(callErr)
 		switch class {
 		case "":
 			if job.ID == "" {
-				return "", outcome.Retryable("provider.malformed", errors.New("provider accepted the submit without a job id"))
+				return 0, outcome.Retryable("provider.malformed", errors.New("provider accepted the submit without a job id"))
 			}
 			if err := attempt.Answer(ctx, tx, a.ID, attempt.Accepted, job.ID, "", ""); err != nil {
-				return "", err
+				return 0, err
 			}
 			pollAt := now.Add(s.Journey.PollFirst).UTC().Truncate(time.Microsecond)
 			poll, err := o.EmitAt(t, task.PollDue{TaskID: t.ID, AttemptID: a.ID, PollAt: pollAt, Wait: task.Wait{
 				ExpectedStatus: task.ProviderRunning, ExpectedVersion: t.Version + 1, NotBefore: pollAt, Reason: "provider accepted"}}, pollAt)
 			if err != nil {
-				return "", err
+				return 0, err
 			}
 			_, err = task.Apply(ctx, tx, o, t, task.Transition{To: task.ProviderRunning, Reason: "provider accepted",
 				Set:    task.Fields{ProviderJobID: task.Ptr(job.ID), NextPollAt: &pollAt, DeadlineAt: task.Ptr(now.Add(s.Journey.MaxWait))},
 				Events: []outbox.Event{poll}})
-			return inbox.Applied, err
+			return aggregate.Applied, err
 		case provider.ClassRateLimited, provider.ClassUnavailable:
 			if !provider.RefusedOutright(callErr) && !s.resendSafe(a.Provider) {
 				// The provider may have made the job before failing, and a
@@ -504,7 +493,7 @@ func (s *submitter) record(ctx context.Context, d stage.Delivery[task.SubmitRequ
 			}
 			s.releaseSlots(d, a.Provider, false)
 			if err := attempt.NoteRefusal(ctx, tx, a.ID, string(class), callErr.Error(), provider.RefusedOutright(callErr)); err != nil {
-				return "", err
+				return 0, err
 			}
 			return s.waitTx(ctx, tx, o, t, d.Payload, "provider "+a.Provider+" "+string(class), provider.RetryAfterOf(callErr))
 		case provider.ClassTimeoutUnknown, provider.ClassMalformed:
@@ -514,16 +503,16 @@ func (s *submitter) record(ctx context.Context, d stage.Delivery[task.SubmitRequ
 		case provider.ClassContentRejected:
 			s.releaseSlots(d, a.Provider, false)
 			if err := attempt.Answer(ctx, tx, a.ID, attempt.Rejected, "", string(class), callErr.Error()); err != nil {
-				return "", err
+				return 0, err
 			}
-			return inbox.Applied, task.Fail(ctx, tx, o, t, provider.CodeContentRejected,
+			return aggregate.Applied, task.Fail(ctx, tx, o, t, provider.CodeContentRejected,
 				"the provider "+a.Provider+" refused the request for its content policy: "+callErr.Error())
 		default: // rejected, not found: the provider will not run this request
 			s.releaseSlots(d, a.Provider, false)
 			if err := attempt.Answer(ctx, tx, a.ID, attempt.Rejected, "", string(class), callErr.Error()); err != nil {
-				return "", err
+				return 0, err
 			}
-			return inbox.Applied, task.Fail(ctx, tx, o, t, "provider.rejected", "the provider refused the request: "+callErr.Error())
+			return aggregate.Applied, task.Fail(ctx, tx, o, t, "provider.rejected", "the provider refused the request: "+callErr.Error())
 		}
 	})
 	if stage.IsUncurable(err) {
@@ -538,41 +527,41 @@ func (s *submitter) record(ctx context.Context, d stage.Delivery[task.SubmitRequ
 // (the task RECONCILING, the attempt SUBMIT_UNKNOWN), as the reconciler
 // does when its lookup finds it: at a provider without lookups (Runway) it
 // is the only way to learn the job.
-func (s *submitter) lateAnswer(ctx context.Context, tx pgx.Tx, o task.Origin, t task.Task, a attempt.Attempt, job provider.Job) (inbox.Result, error) {
+func (s *submitter) lateAnswer(ctx context.Context, tx pgx.Tx, o task.Origin, t task.Task, a attempt.Attempt, job provider.Job) (aggregate.Result, error) {
 	cur, err := attempt.Get(ctx, tx, t.ID, a.ID)
 	if err != nil || cur.Status != attempt.SubmitUnknown {
-		return inbox.StaleNoop, err
+		return aggregate.Stale, err
 	}
 	if err := attempt.Found(ctx, tx, a.ID, job.ID); err != nil {
-		return "", err
+		return 0, err
 	}
 	now := time.Now()
 	pollAt := now.Add(s.Journey.PollFirst).UTC().Truncate(time.Microsecond)
 	poll, err := o.EmitAt(t, task.PollDue{TaskID: t.ID, AttemptID: a.ID, PollAt: pollAt, Wait: task.Wait{
 		ExpectedStatus: task.ProviderRunning, ExpectedVersion: t.Version + 1, NotBefore: pollAt, Reason: "late submit answer"}}, pollAt)
 	if err != nil {
-		return "", err
+		return 0, err
 	}
 	_, err = task.Apply(ctx, tx, o, t, task.Transition{To: task.ProviderRunning, Reason: "the submit's answer came after it was taken for lost",
 		Set:    task.Fields{ProviderJobID: task.Ptr(job.ID), NextPollAt: &pollAt, DeadlineAt: task.Ptr(now.Add(s.Journey.MaxWait))},
 		Events: []outbox.Event{poll}})
-	return inbox.Applied, err
+	return aggregate.Applied, err
 }
 
 // lost records a submit whose outcome is unknown: the attempt
 // SUBMIT_UNKNOWN, the task RECONCILING, and a delayed lookup.
-func (s *submitter) lost(ctx context.Context, tx pgx.Tx, o task.Origin, t task.Task, a attempt.Attempt, class provider.Class, callErr error) (inbox.Result, error) {
+func (s *submitter) lost(ctx context.Context, tx pgx.Tx, o task.Origin, t task.Task, a attempt.Attempt, class provider.Class, callErr error) (aggregate.Result, error) {
 	if err := attempt.Answer(ctx, tx, a.ID, attempt.SubmitUnknown, "", string(class), callErr.Error()); err != nil {
-		return "", err
+		return 0, err
 	}
 	at := time.Now().Add(s.Journey.ReconcileAfter).UTC().Truncate(time.Microsecond)
 	due, err := o.EmitAt(t, task.ReconcileDue{TaskID: t.ID, AttemptID: a.ID, Wait: task.Wait{
 		ExpectedStatus: task.Reconciling, ExpectedVersion: t.Version + 1, NotBefore: at, Reason: "submit answer lost"}}, at)
 	if err != nil {
-		return "", err
+		return 0, err
 	}
 	_, err = task.Apply(ctx, tx, o, t, task.Transition{To: task.Reconciling, Reason: "submit answer lost", Events: []outbox.Event{due}})
-	return inbox.Applied, err
+	return aggregate.Applied, err
 }
 
 // releaseIfElsewhere frees the provider scope of the slots route took at
@@ -618,11 +607,11 @@ func (s *submitter) releaseSlots(d stage.Delivery[task.SubmitRequested], provide
 // wait records a business wait outside any other work: WAITING_RETRY and a
 // delayed resubmit, in the inbox-protected transaction.
 func (s *submitter) wait(ctx context.Context, d stage.Delivery[task.SubmitRequested], reason string, floor time.Duration) error {
-	return s.beforeSubmitting(ctx, d, func(ctx context.Context, tx pgx.Tx, cur task.Task) (inbox.Result, error) {
+	return s.beforeSubmitting(ctx, d, func(ctx context.Context, tx pgx.Tx, cur task.Task) (aggregate.Result, error) {
 		return s.waitTx(ctx, tx, d.Origin, cur, d.Payload, reason, floor)
 	})
 }
-func (s *submitter) waitTx(ctx context.Context, tx pgx.Tx, o task.Origin, t task.Task, req task.SubmitRequested, reason string, floor time.Duration) (inbox.Result, error) {
+func (s *submitter) waitTx(ctx context.Context, tx pgx.Tx, o task.Origin, t task.Task, req task.SubmitRequested, reason string, floor time.Duration) (aggregate.Result, error) {
 	// Waiting for a free slot is the pipeline pacing itself, not the
 	// provider refusing: only refusals count against SUBMIT_MAX_RETRIES.
 	// Both grow the backoff. The counts travel in the delayed resubmit
@@ -631,7 +620,7 @@ func (s *submitter) waitTx(ctx context.Context, tx pgx.Tx, o task.Origin, t task
 	retries, refusals := req.RetryAttempt, req.Refusals
 	refusal := !strings.HasPrefix(reason, noSlotReason)
 	if refusal && refusals >= s.Journey.MaxRetries {
-		return inbox.Applied, task.Fail(ctx, tx, o, t, "submit.retries_exhausted",
+		return aggregate.Applied, task.Fail(ctx, tx, o, t, "submit.retries_exhausted",
 			fmt.Sprintf("gave up after the provider refused %d submits; last reason: %s", refusals, reason))
 	}
 	if refusal {
@@ -642,9 +631,9 @@ func (s *submitter) waitTx(ctx context.Context, tx pgx.Tx, o task.Origin, t task
 		ExpectedStatus: task.WaitingRetry, ExpectedVersion: t.Version + 1, NotBefore: at, Reason: reason, RetryAttempt: retries + 1}}
 	resubmit, err := o.EmitAt(t, next, at)
 	if err != nil {
-		return "", err
+		return 0, err
 	}
 	_, err = task.Apply(ctx, tx, o, t, task.Transition{To: task.WaitingRetry, Reason: reason,
 		Set: task.Fields{NextRetryAt: &at}, Events: []outbox.Event{resubmit}})
-	return inbox.Applied, err
+	return aggregate.Applied, err
 }

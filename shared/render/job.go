@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/aivedio/pipeline/shared/aggregate"
 	"github.com/aivedio/pipeline/shared/pg"
 	"github.com/aivedio/pipeline/shared/telemetry"
 )
@@ -185,11 +186,17 @@ type Change struct {
 
 // Move applies ch to cur in tx: UPDATE ... WHERE version = cur.Version,
 // incrementing the version; 0 rows is [ErrStale], for the caller to
-// re-read and decide. It returns the render as changed.
+// re-read and decide. A change of status the table of legal moves does
+// not have ([Legal]) is refused before touching the database, with an
+// error that is [aggregate.ErrIllegalMove]. It returns the render as
+// changed.
 func Move(ctx context.Context, tx pgx.Tx, cur Job, ch Change) (Job, error) {
 	to := ch.To
 	if to == "" {
 		to = cur.Status
+	}
+	if to != cur.Status && !Legal(cur.Status, to) {
+		return Job{}, &aggregate.IllegalMoveError{Kind: Kind.Name, ID: cur.ID.String(), From: string(cur.Status), To: string(to)}
 	}
 	var errorCode, errorMessage *string
 	if ch.ErrorCode != "" {

@@ -1,7 +1,5 @@
 package task
 
-import "slices"
-
 // Status is a generation task's state (generation_tasks.status).
 type Status string
 
@@ -55,10 +53,9 @@ func (t Task) Charged() bool {
 // not once the content review rejected them.
 func (t Task) Served() bool { return t.ErrorCode != ErrContentRejected }
 
-// transitions lists the legal moves. Any non-terminal state may also go to
-// FAILED (a permanent error or the maximum wait) and to NEEDS_ATTENTION (a
-// failure no retry can cure, a step re-emitted without progress: a person
-// decides, the reservation stays held), checked in [Legal].
+// transitions lists the legal moves particular to each state; the table
+// of every legal move ([Kind]) adds FAILED and NEEDS_ATTENTION from every
+// state that is not terminal.
 var transitions = map[Status][]Status{
 	Queued:            {Submitting, Canceled, WaitingRetry},
 	Submitting:        {ProviderRunning, WaitingRetry, Reconciling},
@@ -70,16 +67,9 @@ var transitions = map[Status][]Status{
 	CancelReconciling: {Canceled, CanceledWithOut, Fetching, NeedsAttention},
 }
 
-// Legal reports whether a task may move from one state to another.
-func Legal(from, to Status) bool {
-	if from.Terminal() {
-		return false
-	}
-	if to == Failed || to == NeedsAttention {
-		return true
-	}
-	return slices.Contains(transitions[from], to)
-}
+// Legal reports whether a task may move from one state to another: the
+// task's table of legal moves ([Kind]).
+func Legal(from, to Status) bool { return moves.Legal(from, to) }
 
 // All lists every state, in the order of DESIGN.md §5.
 func All() []Status {
