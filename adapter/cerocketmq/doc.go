@@ -25,7 +25,11 @@
 // # Settlement
 //
 // A [Message] settles through the function it was made with: Finish calls
-// it, and nil makes Finish a no-op. The source adapter and the dead-letter
-// drain read messages this way and ACK or hand them back themselves, once
-// the effect of the event is durable: an ACK is final.
+// it with the result, in sdk-go's sense (nil or protocol.ResultACK is an
+// ACK), and returns what settling returned. The source adapter makes each
+// message it receives with the function that ACKs it or hands it back, and
+// finishes it once, after the effect of the event is durable: an ACK is
+// final. A Message made with nil settles nothing: Finish is a no-op, for a
+// reader that does not own the message (the dead-letter drain settles its
+// messages itself).
 package cerocketmq

@@ -37,7 +37,7 @@ func WithTag(ctx context.Context, tag string) context.Context {
 	return context.WithValue(ctx, tagKey, tag)
 }
 
-// WithMessageGroup sets the FIFO message group (DESIGN.md: the aggregate id).
+// WithMessageGroup sets the FIFO message group (docs/design.md: the aggregate id).
 func WithMessageGroup(ctx context.Context, group string) context.Context {
 	return context.WithValue(ctx, groupKey, group)
 }

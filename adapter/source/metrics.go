@@ -1,6 +1,10 @@
 package source
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics are the adapter's Prometheus series.
 type Metrics struct {
@@ -49,4 +53,72 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.deliveries, m.latency, m.inFlight, m.buffered, m.bufferedB, m.quarantined, m.lateness)
 	}
 	return m
+}
+
+// result is what became of one message, as counted in metrics.
+type result uint8
+
+const (
+	resultAcked result = iota
+	resultQuarantined
+	resultRetry
+	resultAbandoned
+	resultHandedBack // not handled: an earlier message of its FIFO group was not settled, or it came as the source stopped
+	nResults
+)
+
+var resultNames = [nResults]string{"acked", "quarantined", "retry", "abandoned", "handed_back"}
+
+func (r result) String() string { return resultNames[r] }
+
+// series are one Source's series, each looked up once rather than on every
+// message; each appears when first used, as it would looked up each time.
+type series struct {
+	m    *Metrics
+	name string // the consumer group
+
+	gaugesOnce sync.Once
+	gauges     groupGauges
+
+	counts    [nResults]lazy[prometheus.Counter]
+	latencies [nResults]lazy[prometheus.Observer]
+}
+
+type groupGauges struct {
+	inFlight, buffered, bufferedBytes prometheus.Gauge
+}
+
+// lazy is a series looked up on first use.
+type lazy[T any] struct {
+	once sync.Once
+	v    T
+}
+
+func (l *lazy[T]) get(lookup func() T) T {
+	l.once.Do(func() { l.v = lookup() })
+	return l.v
+}
+
+func newSeries(m *Metrics, group string) *series { return &series{m: m, name: group} }
+
+// group is the group's gauges.
+func (s *series) group() *groupGauges {
+	s.gaugesOnce.Do(func() {
+		s.gauges = groupGauges{
+			inFlight:      s.m.inFlight.WithLabelValues(s.name),
+			buffered:      s.m.buffered.WithLabelValues(s.name),
+			bufferedBytes: s.m.bufferedB.WithLabelValues(s.name),
+		}
+	})
+	return &s.gauges
+}
+
+// count counts the group's messages of result r.
+func (s *series) count(r result) prometheus.Counter {
+	return s.counts[r].get(func() prometheus.Counter { return s.m.deliveries.WithLabelValues(s.name, r.String()) })
+}
+
+// latency times the group's messages of result r.
+func (s *series) latency(r result) prometheus.Observer {
+	return s.latencies[r].get(func() prometheus.Observer { return s.m.latency.WithLabelValues(s.name, r.String()) })
 }

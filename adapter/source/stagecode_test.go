@@ -34,7 +34,7 @@ type quarantineRow struct {
 // TestStageCodeSurvivesHTTP: a real stage refuses an event that names
 // another tenant than its task's. Delivered in process and over HTTP (as
 // in any deployment and in `go run ./local`), the message is quarantined
-// with the stage's own code, security.tenant_mismatch (what the README's
+// with the stage's own code, security.tenant_mismatch (what docs/operations.md's
 // security.* alert watches), in message_quarantine and in
 // aivedio_adapter_quarantined_total, and the two paths give the same row
 // and the same metric labels.

@@ -16,11 +16,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/aivedio/pipeline/adapter/source"
 	"github.com/aivedio/pipeline/functions/render"
 	"github.com/aivedio/pipeline/functions/stage/stagetest"
 	"github.com/aivedio/pipeline/shared/asset"
 	"github.com/aivedio/pipeline/shared/billing"
+	"github.com/aivedio/pipeline/shared/delivery"
 	"github.com/aivedio/pipeline/shared/outbox"
 	renders "github.com/aivedio/pipeline/shared/render"
 	"github.com/aivedio/pipeline/shared/servicetest"
@@ -112,7 +112,7 @@ func (p *renderProcess) deliver(ctx context.Context, ev outbox.Stored) error {
 	if err != nil {
 		return err
 	}
-	return source.NewHTTPDeliverer(p.url, 1, time.Minute).Deliver(ctx, ce)
+	return delivery.NewHTTP(p.url, 1, time.Minute).Deliver(ctx, ce)
 }
 
 // TestSIGKILLMidChunkLeavesOneOutputAndOneCapture: the render function

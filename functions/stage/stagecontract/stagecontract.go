@@ -1,8 +1,8 @@
 // Package stagecontract is the contract every stage function keeps, as one
 // suite that each stage package runs from a test named TestStageContract,
 // as adapter/mq/mqtest is for brokers. Every case runs twice: in process
-// (source.HandlerFunc, as a test or an embedded adapter delivers) and over
-// HTTP (stage.HTTPHandler behind source.HTTPDeliverer, as every deployment
+// (delivery.Func, as a test or an embedded adapter delivers) and over
+// HTTP (stage.HTTPHandler behind delivery.HTTP, as every deployment
 // and `go run ./local` deliver), and the adapter's reading of the answer
 // (ACK, quarantine with a code, retry) must be the same on both.
 //
@@ -34,9 +34,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aivedio/pipeline/adapter/source"
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/delivery"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/task"
@@ -117,12 +117,12 @@ type path struct {
 
 var paths = []path{
 	{"in process", func(t *testing.T, fn *stage.Function, ev event.Event) error {
-		return source.HandlerFunc(fn.Handle).Deliver(t.Context(), ev)
+		return delivery.Func(fn.Handle).Deliver(t.Context(), ev)
 	}},
 	{"over HTTP", func(t *testing.T, fn *stage.Function, ev event.Event) error {
 		srv := httptest.NewServer(stage.HTTPHandler(fn.Handle))
 		defer srv.Close()
-		return source.NewHTTPDeliverer(srv.URL, 1, time.Second).Deliver(t.Context(), ev)
+		return delivery.NewHTTP(srv.URL, 1, time.Second).Deliver(t.Context(), ev)
 	}},
 }
 
