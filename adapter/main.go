@@ -14,7 +14,7 @@
 //	go run ./adapter capacity rate|consumers|...  the seed's capacity arithmetic (7.13.1-7.13.4)
 //	go run ./adapter tasks resolve <task> ...     a person's decision on a lost submit (NEEDS_ATTENTION)
 //
-// Configuration comes from the environment (see README.md); each command
+// Configuration comes from the environment (see docs/configuration.md); each command
 // loads only the blocks it needs. Long-running commands serve /healthz,
 // /readyz and /metrics on HTTP_ADDR and stop cleanly on SIGTERM.
 package main

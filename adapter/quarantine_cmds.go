@@ -15,10 +15,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/aivedio/pipeline/functions"
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/replay"
+	"github.com/aivedio/pipeline/shared/replay/rules"
 )
 
 const quarantineUsage = `usage: adapter quarantine list [--consumer C] [--class X] [--category K] [--code X] [--status S] [--since T] [--until T] [--limit N] [--json]
@@ -165,7 +165,7 @@ func quarantineShow(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("%w\n%s", err, usage)
 	}
 	return withPool(ctx, opTimeout, func(ctx context.Context, pool *pgxpool.Pool) error {
-		q, err := replay.NewDesk(pool, functions.ReplayRules(), nil).Show(ctx, id)
+		q, err := replay.NewDesk(pool, rules.All(), nil).Show(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -196,7 +196,7 @@ func quarantineDiscard(ctx context.Context, args []string, out io.Writer) error 
 		return fmt.Errorf("%w\n%s", err, usage)
 	}
 	return withPool(ctx, opTimeout, func(ctx context.Context, pool *pgxpool.Pool) error {
-		d, err := replay.NewDesk(pool, functions.ReplayRules(), nil).Discard(ctx, id, replay.Decision{Ticket: *ticket, Operator: *operator, Reason: *reason})
+		d, err := replay.NewDesk(pool, rules.All(), nil).Discard(ctx, id, replay.Decision{Ticket: *ticket, Operator: *operator, Reason: *reason})
 		if err != nil {
 			return err
 		}

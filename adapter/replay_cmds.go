@@ -13,10 +13,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/aivedio/pipeline/functions"
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/replay"
+	"github.com/aivedio/pipeline/shared/replay/rules"
 )
 
 const replayUsage = `usage:
@@ -63,7 +63,7 @@ func replayCmd(ctx context.Context, args []string, out io.Writer) error {
 		timeout = bulkOpTimeout
 	}
 	return withPool(ctx, timeout, func(ctx context.Context, pool *pgxpool.Pool) error {
-		return a.run(ctx, replay.NewDesk(pool, functions.ReplayRules(), &replay.DeskOpts{ReplayWindow: cfg.ReplayWindow}), out)
+		return a.run(ctx, replay.NewDesk(pool, rules.All(), &replay.DeskOpts{ReplayWindow: cfg.ReplayWindow}), out)
 	})
 }
 

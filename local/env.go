@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,9 +25,6 @@ import (
 
 	"github.com/aivedio/pipeline/functions"
 	"github.com/aivedio/pipeline/functions/api"
-	"github.com/aivedio/pipeline/functions/render"
-	"github.com/aivedio/pipeline/functions/review"
-	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/local/drive"
 	"github.com/aivedio/pipeline/local/embedded"
 	"github.com/aivedio/pipeline/local/providersim"
@@ -37,10 +35,7 @@ import (
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
-	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/media"
-	"github.com/aivedio/pipeline/shared/progress"
-	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/replay"
 	"github.com/aivedio/pipeline/shared/slots"
@@ -238,15 +233,12 @@ func start(ctx context.Context, o options) (*environment, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg := telemetry.NewRegistry()
-	reg.MustRegister(stage.Collector(), inbox.Collector(), provider.IdentityCollector(), provider.FailoverCollector(), progress.Collector(), replay.Collector(),
-		quarantine.Collector(e.pool, catalog.Groups()))
+	// Local runs the API and every stage: both binaries' lists, and the
+	// collectors of the database that the adapter's processes serve.
+	reg := telemetry.NewRegistry(slices.Concat(functions.StageCollectors(), functions.APICollectors())...)
 	gauges := task.StateGauges(e.pool)
 	e.closers = append(e.closers, gauges.Close)
-	reg.MustRegister(gauges)
-	reg.MustRegister(media.Collectors()...)
-	reg.MustRegister(render.Collectors()...)
-	reg.MustRegister(review.Collectors()...)
+	reg.MustRegister(quarantine.Collector(e.pool, catalog.Groups()), gauges)
 	if err := e.serveOps(ctx, o.opsAddr, reg, rdb); err != nil {
 		return nil, err
 	}

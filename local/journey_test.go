@@ -39,7 +39,7 @@ func faultyProvider(t *testing.T) options {
 	t.Logf("simulators' seed %d (set it in faultyProvider to replay this run's faults)", o.sim.Seed)
 	o.sim.CacheDir = t.TempDir()
 	// Content review on, with a reviewer that rejects some outputs and is
-	// sometimes unavailable (README, "Content review").
+	// sometimes unavailable (docs/journey.md, "Content review").
 	o.review = true
 	o.reviewSim.RejectRate = 0.06
 	o.reviewSim.Rate5xx = 0.08

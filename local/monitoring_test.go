@@ -27,15 +27,8 @@ import (
 	"github.com/aivedio/pipeline/adapter/source"
 	"github.com/aivedio/pipeline/functions"
 	"github.com/aivedio/pipeline/functions/api"
-	"github.com/aivedio/pipeline/functions/render"
-	"github.com/aivedio/pipeline/functions/review"
-	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/catalog"
-	"github.com/aivedio/pipeline/shared/inbox"
-	"github.com/aivedio/pipeline/shared/media"
-	"github.com/aivedio/pipeline/shared/progress"
-	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/replay"
 	"github.com/aivedio/pipeline/shared/task"
@@ -53,7 +46,7 @@ const (
 // TestMonitoring: the alert rules parse with Prometheus's own rule-file
 // package, the PrometheusRule carries the same groups, every series and
 // label the rules and the dashboard name is one the binaries register,
-// and the README's metrics table lists exactly the registered series,
+// and the metrics table of docs/operations.md lists exactly the registered series,
 // showing each alert by name with its threshold.
 func TestMonitoring(t *testing.T) {
 	t.Parallel()
@@ -98,8 +91,8 @@ func TestMonitoring(t *testing.T) {
 			names := checkSelectors(t, "alert "+r.Alert, expr, series)
 			require.Contains(t, r.Annotations["threshold"], thresholdOf(t, r.Alert, expr), "alert %s's threshold annotation names its number", r.Alert)
 			row, ok := table[names[0]]
-			require.True(t, ok, "alert %s's series %s has no row in the README's metrics table", r.Alert, names[0])
-			require.Contains(t, row, "`"+r.Alert+"`: "+r.Annotations["threshold"], "the README's row of %s shows alert %s with its threshold", names[0], r.Alert)
+			require.True(t, ok, "alert %s's series %s has no row in the metrics table of docs/operations.md", r.Alert, names[0])
+			require.Contains(t, row, "`"+r.Alert+"`: "+r.Annotations["threshold"], "the docs/operations.md row of %s shows alert %s with its threshold", names[0], r.Alert)
 			alerts = append(alerts, r)
 		}
 	}
@@ -147,7 +140,7 @@ func TestMonitoring(t *testing.T) {
 	slices.Sort(ours)
 	slices.Sort(listed)
 	slices.Sort(notShown)
-	require.Equal(t, ours, listed, "the README's metrics table lists exactly the series the binaries register and the broker series the rules use")
+	require.Equal(t, ours, listed, "the metrics table of docs/operations.md lists exactly the series the binaries register and the broker series the rules use")
 	require.Empty(t, notShown, "every series has a dashboard panel")
 	t.Logf("%d alerts, %d panels, %d series", len(alerts), len(dashboard.Panels), len(ours))
 }
@@ -163,13 +156,9 @@ func registeredSeries(t *testing.T) map[string][]string {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = rdb.Close() })
 
-	reg := telemetry.NewRegistry()
-	reg.MustRegister(stage.Collector(), inbox.Collector(), provider.IdentityCollector(), provider.FailoverCollector(), progress.Collector(),
-		replay.Collector(), task.StateGauges(pool),
-		quarantine.Collector(pool, catalog.Groups()))
-	reg.MustRegister(media.Collectors()...)
-	reg.MustRegister(render.Collectors()...)
-	reg.MustRegister(review.Collectors()...)
+	// The lists the binaries build their registries from, not a copy.
+	reg := telemetry.NewRegistry(slices.Concat(functions.StageCollectors(), functions.APICollectors())...)
+	reg.MustRegister(task.StateGauges(pool), quarantine.Collector(pool, catalog.Groups()))
 	relay.NewMetrics(reg)
 	source.NewMetrics(reg)
 	dlq.NewMetrics(reg)
@@ -275,7 +264,7 @@ func readmeMetricsTable(t *testing.T) map[string]string {
 			continue
 		}
 		cells := strings.Split(line, " | ")
-		require.GreaterOrEqual(t, len(cells), 3, "README row %q", line)
+		require.GreaterOrEqual(t, len(cells), 3, "docs/operations.md row %q", line)
 		for _, m := range seriesInCell.FindAllStringSubmatch(cells[0], -1) {
 			out[m[1]] = cells[2]
 		}

@@ -1,6 +1,6 @@
 -- Messaging backbone: the transactional outbox, the consumer inbox, and the
 -- tables operators use when a message cannot be processed (quarantine) or
--- must be delivered again (replays). See DESIGN.md §2, §4 and §6.
+-- must be delivered again (replays). See docs/design.md §2, §4 and §6.
 --
 -- This file runs as one implicit transaction (golang-migrate sends it in a
 -- single simple-protocol Exec), so it applies completely or not at all.

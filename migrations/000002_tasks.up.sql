@@ -1,5 +1,5 @@
 -- Tenants and their keys, generation tasks with their attempts and
--- timeline, media assets, and render jobs. See DESIGN.md §4 and §5.
+-- timeline, media assets, and render jobs. See docs/design.md §4 and §5.
 --
 -- This file runs as one implicit transaction.
 
@@ -74,7 +74,7 @@ COMMENT ON TABLE generation_tasks IS
     'Every transition is a compare-and-set on version (UPDATE ... WHERE status IN (...) AND version = $n, setting version = version + 1) '
     'that appends a task_events row and writes its outbox events in the same transaction; zero rows updated means stale, re-read and decide.';
 COMMENT ON COLUMN generation_tasks.request_hash IS 'SHA-256 of the canonical request body: the same Idempotency-Key with a different body is refused, not merged.';
-COMMENT ON COLUMN generation_tasks.status IS 'State machine of DESIGN.md §5. Terminal: SUCCEEDED, FAILED, CANCELED, CANCELED_WITH_OUTPUT, NEEDS_ATTENTION.';
+COMMENT ON COLUMN generation_tasks.status IS 'State machine of docs/design.md §5. Terminal: SUCCEEDED, FAILED, CANCELED, CANCELED_WITH_OUTPUT, NEEDS_ATTENTION.';
 COMMENT ON COLUMN generation_tasks.version IS 'Optimistic-concurrency counter, incremented by every transition; events carry it so late ones become stale no-ops.';
 COMMENT ON COLUMN generation_tasks.next_retry_at IS 'When a WAITING_RETRY task is due for resubmission; the scanner''s safety net behind the delayed message.';
 COMMENT ON COLUMN generation_tasks.provider_job_id IS 'Remote job of the current attempt; task_attempts keeps every attempt''s job.';

@@ -1,5 +1,5 @@
 -- Credits: per-tenant accounts, one reservation per generation task, and an
--- append-only ledger keyed by the business fact it records. See DESIGN.md §4.
+-- append-only ledger keyed by the business fact it records. See docs/design.md §4.
 --
 -- This file runs as one implicit transaction.
 

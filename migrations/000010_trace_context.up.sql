@@ -1,6 +1,6 @@
 -- The span that produced an event, so that its handler's span is that
 -- span's child and one generation or render is one trace. trace_id stays
--- the contract field (DESIGN.md §2); trace_parent, when set, is a W3C
+-- the contract field (docs/design.md §2); trace_parent, when set, is a W3C
 -- traceparent of that trace id.
 ALTER TABLE outbox_events
     ADD COLUMN trace_parent text CHECK (trace_parent IS NULL OR (trace_id IS NOT NULL AND substr(trace_parent, 4, 32) = trace_id)),

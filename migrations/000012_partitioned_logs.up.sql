@@ -1,6 +1,6 @@
 -- outbox_events and inbox_dedup become time-partitioned, so that published
 -- outbox rows and inbox rows can be pruned by dropping whole partitions once
--- they are outside the replay window (DESIGN.md §4, seed 7.6.2, 7.6.3 and
+-- they are outside the replay window (docs/design.md §4, seed 7.6.2, 7.6.3 and
 -- 7.13.6: the tables and their indexes must not grow without bound). The
 -- partitions are maintained by package shared/retention on the reconcile
 -- tick; this file converts the existing tables.

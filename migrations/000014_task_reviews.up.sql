@@ -1,4 +1,4 @@
--- The optional content review of a task's output (seed 7.8.3; README,
+-- The optional content review of a task's output (seed 7.8.3; docs/journey.md,
 -- "Content review"). A row exists exactly when review was required for the
 -- task: the probe writes it in the transaction that emits the REVIEW step,
 -- so a config change mid-flight can neither strand a task (waiting on a

@@ -26,7 +26,7 @@ var allTables = []string{
 	"task_reviews", "task_resolutions", "reconcile_repairs",
 }
 
-// taskStates are the firm generation task states of DESIGN.md §5.
+// taskStates are the firm generation task states of docs/design.md §5.
 var taskStates = []string{
 	"QUEUED", "SUBMITTING", "WAITING_RETRY", "RECONCILING", "PROVIDER_RUNNING",
 	"FETCHING", "MEDIA_PROCESSING", "SUCCEEDED", "FAILED", "CANCELED",

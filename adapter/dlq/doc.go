@@ -2,7 +2,7 @@
 // message_quarantine: `go run ./adapter dlq drain --group <cg>`.
 //
 // A message lands in "%DLQ%<group>" once the group's maximum delivery
-// attempts ran out (DESIGN.md §6). The [Drainer] reads that topic as the
+// attempts ran out (docs/design.md §6). The [Drainer] reads that topic as the
 // drain group ([catalog.DLQDrain]) and records each message whole, with
 // source DLQ, so that an operator can inspect and replay it.
 //

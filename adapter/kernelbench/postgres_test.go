@@ -24,7 +24,7 @@ import (
 const tasksPerWorker = 4
 
 // BenchmarkPostgresOnly is PostgreSQL's ceiling for the stage transaction
-// on this machine (DESIGN.md §9): inbox.Do with a versioned UPDATE of a task
+// on this machine (docs/design.md §9): inbox.Do with a versioned UPDATE of a task
 // row and one outbox.Write, durably committed, from as many goroutines as
 // the pool has connections. One b.Loop iteration is 2,000 transactions
 // spread over the goroutines; tx/s is the figure, and the best pool size is

@@ -70,5 +70,5 @@ var (
 	// ErrUnauthenticated: the broker did not accept the credentials.
 	ErrUnauthenticated = errors.New("the broker refused the credentials: check ROCKETMQ_ACCESS_KEY and ROCKETMQ_SECRET_KEY")
 	// ErrForbidden: the credentials' user lacks a permission on a topic or group.
-	ErrForbidden = errors.New("the broker's ACL forbids this user the operation: grant it (README, RocketMQ ACL)")
+	ErrForbidden = errors.New("the broker's ACL forbids this user the operation: grant it (docs/messaging.md, RocketMQ ACL)")
 )

@@ -1,4 +1,4 @@
-// Package api is the public HTTP API of the pipeline (DESIGN.md §7):
+// Package api is the public HTTP API of the pipeline (docs/design.md §7):
 // generations, their cancellation, a server-sent event stream of task
 // state changes, provider callbacks and the admin endpoint that creates
 // tenants.

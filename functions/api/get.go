@@ -73,7 +73,7 @@ type output struct {
 	objectKey    string
 }
 
-// reviewView is the content review of a task's output (README, "Content
+// reviewView is the content review of a task's output (docs/journey.md, "Content
 // review"): what the reviewer decided and why, or why it is still waiting.
 type reviewView struct {
 	Status     reviews.Status `json:"status"`
@@ -162,7 +162,7 @@ func (s *Server) getGeneration(w http.ResponseWriter, r *http.Request, p tenant.
 	if served {
 		// An output the content review has not approved (pending,
 		// waiting, unavailable or rejected) is listed, never handed out:
-		// no download URL (README, "Content review").
+		// no download URL (docs/journey.md, "Content review").
 		s.presign(ctx, v.Outputs)
 	}
 	w.Header().Set("Cache-Control", "no-store") // it may hold presigned URLs

@@ -18,7 +18,7 @@ import (
 	"github.com/aivedio/pipeline/shared/tenant"
 )
 
-// The admin endpoints of quarantine and replay (DESIGN.md §7), for keys of
+// The admin endpoints of quarantine and replay (docs/design.md §7), for keys of
 // role admin only. They are thin: shared/quarantine lists and shared/replay
 // does the rest, the same calls as `go run ./adapter quarantine` and `go run
 // ./adapter replay`.

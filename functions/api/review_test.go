@@ -14,7 +14,7 @@ import (
 
 // TestGetShowsARejectedReviewAndServesNoDownload: a task whose output the
 // content review rejected shows the review, its reason and the error, and
-// hands out no download URL (README, "Content review").
+// hands out no download URL (docs/journey.md, "Content review").
 func TestGetShowsARejectedReviewAndServesNoDownload(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

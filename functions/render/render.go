@@ -74,7 +74,7 @@ const (
 	DefaultMaxChunkAttempts = 4
 	// DefaultWatch is how often a running chunk looks whether its render
 	// was canceled: half a second, so that a cancel stops ffmpeg within a
-	// second (README, "Cancel") with room for the look and the kill.
+	// second (docs/api.md, "Cancel") with room for the look and the kill.
 	DefaultWatch = 500 * time.Millisecond
 	// DefaultChunkTimeoutFactor and DefaultChunkTimeoutMin bound one
 	// chunk's ffmpeg run: this many times the chunk's output, and at

@@ -420,7 +420,7 @@ func TestAnInputRejectedMeanwhileFailsTheRender(t *testing.T) {
 }
 
 // TestCancelMidChunkStopsFFmpeg: a render canceled while a chunk renders
-// stops ffmpeg within a second (README, "Cancel"; measured from the
+// stops ffmpeg within a second (docs/api.md, "Cancel"; measured from the
 // cancel's commit to the end of the delivery, which waits for ffmpeg to
 // exit), stores nothing and leaves no asset; its reservation is released.
 //

@@ -14,7 +14,7 @@ import (
 )
 
 // maxEventBytes bounds a request body: an envelope's payload is at most
-// 64 KiB (DESIGN.md §2), and the attributes are small.
+// 64 KiB (docs/design.md §2), and the attributes are small.
 const maxEventBytes = 1 << 20
 
 // HandleFunc is a function's CloudEvents entry point, as func-go calls it.

@@ -42,7 +42,7 @@ func FinishMedia(ctx context.Context, tx pgx.Tx, o task.Origin, cur task.Task, s
 	}
 	// A task the client canceled after its provider job had finished
 	// keeps its output and is charged for it: the product rule for a
-	// cancel that came too late (README, "Cancel").
+	// cancel that came too late (docs/api.md, "Cancel").
 	final, reason := task.Succeeded, "every derivative stored"
 	if cur.CancelRequested {
 		final, reason = task.CanceledWithOut, "every derivative stored; the cancel came after the provider finished"

@@ -7,7 +7,7 @@ import (
 )
 
 // Outcomes of one Handle, as labelled in aivedio_stage_work_duration_seconds.
-// They are the adapter's three actions (DESIGN.md §6), not the finer error
+// They are the adapter's three actions (docs/design.md §6), not the finer error
 // codes: a label per code would grow without bound.
 const (
 	OutcomeOK        = "ok"        // answered 2xx: the adapter ACKs

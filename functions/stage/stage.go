@@ -1,7 +1,7 @@
 // Package stage is the part every stage function shares: it turns an
 // incoming CloudEvent into a validated envelope, refuses events the stage
 // does not handle, runs the stage's work, and reports the outcome in the
-// terms the source adapter acts on (DESIGN.md §6).
+// terms the source adapter acts on (docs/design.md §6).
 //
 // # Outcomes
 //

@@ -111,7 +111,7 @@ func (s *transcoder) work(ctx context.Context, delivery stage.Delivery[task.Post
 		)
 		if err != nil && d.kind != "PROXY" && (errors.As(err, &mediaErr) || errors.As(err, &deadline)) {
 			// An optional derivative ffmpeg cannot make must not hold a
-			// paid generation back (README, "Derivatives").
+			// paid generation back (docs/operations.md, "Degradation").
 			return s.optionalFailed(ctx, delivery, source, d, err, background)
 		}
 		if err != nil {

@@ -74,7 +74,7 @@ type Report struct {
 //     exactly one capture in credit_ledger;
 //   - a FAILED or CANCELED task has its reservation released and no capture,
 //     except a FAILED review.content_rejected one: captured once, its review
-//     REJECTED, none of its assets served (README, "Content review");
+//     REJECTED, none of its assets served (docs/journey.md, "Content review");
 //   - with review on, a SUCCEEDED task's review is APPROVED;
 //   - the provider saw at most one remote job per attempt key, and (with
 //     Facts.JobsByPrompt) every provider together at most one per task;

@@ -1,4 +1,4 @@
-// Package providersim is the provider simulator of DESIGN.md §8: a real
+// Package providersim is the provider simulator of docs/design.md §8: a real
 // HTTP server on its own port that speaks Replicate's predictions API and
 // Runway's tasks API, so the replicate and runway clients run against it
 // with only their base URL changed. Only local/ and tests import it. One

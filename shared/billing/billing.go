@@ -1,4 +1,4 @@
-// Package billing holds credits (DESIGN.md §4): a tenant's account, one
+// Package billing holds credits (docs/design.md §4): a tenant's account, one
 // reservation per generation task or render, and the append-only ledger.
 //
 // # Guarantees

@@ -1,5 +1,5 @@
 // Package catalog is the one place that names the pipeline's topics, event
-// types, tags and consumer groups (DESIGN.md §3).
+// types, tags and consumer groups (docs/design.md §3).
 //
 // Names here are the firm, logical names: event types, consumer group names
 // (which are also the inbox consumer_name) and logical topics keep their
@@ -28,7 +28,7 @@ const (
 	FIFO   MessageType = "FIFO"
 )
 
-// Event types (DESIGN.md §3), the event_type of an envelope.
+// Event types (docs/design.md §3), the event_type of an envelope.
 const (
 	EventSubmitRequested  = "generation.submit.requested"
 	EventPollDue          = "generation.poll.due"
@@ -84,7 +84,7 @@ type Topic struct {
 // BrokerName is the name RocketMQ knows the topic by.
 func (t Topic) BrokerName() string { return BrokerName(t.Name) }
 
-// Physical topics (DESIGN.md §3).
+// Physical topics (docs/design.md §3).
 var (
 	GenerationSubmit      = Topic{"generation.submit", "generation.submit", Normal}
 	GenerationSubmitDelay = Topic{"generation.submit.delay", "generation.submit", Delay}
@@ -151,7 +151,7 @@ func (g Group) BrokerName() string { return BrokerName(g.Name) }
 // DLQTopic is the broker's dead-letter topic of the group.
 func (g Group) DLQTopic() string { return "%DLQ%" + g.BrokerName() }
 
-// Consumer groups (DESIGN.md §3).
+// Consumer groups (docs/design.md §3).
 var (
 	GroupSubmit = Group{Name: "cg.scheduler.submit.v1", Stage: "submit", MaxDeliveryAttempts: 16,
 		Owner: "team-generation", HandleWithin: 4 * time.Hour,

@@ -8,7 +8,7 @@ import (
 )
 
 // Review configures the optional content review of each task's output
-// (README, "Content review"). It is off while REVIEW_URL is empty: the
+// (docs/journey.md, "Content review"). It is off while REVIEW_URL is empty: the
 // probe then asks for no review, and a task finishes on its derivatives
 // alone. Whether a task needs review is recorded when it is probed, so
 // changing these mid-flight affects only tasks probed afterwards.

@@ -11,7 +11,7 @@ import (
 )
 
 // CloudEvents extension attributes that carry the envelope fields which have
-// no core attribute (DESIGN.md §2).
+// no core attribute (docs/design.md §2).
 const (
 	ExtTenantID      = "tenantid"
 	ExtAggregateType = "aggregatetype"

@@ -1,4 +1,4 @@
-// Package envelope is the pipeline's event contract (DESIGN.md §2): the
+// Package envelope is the pipeline's event contract (docs/design.md §2): the
 // [Envelope] every stage writes to the outbox and reads from the broker, its
 // validation, and its mapping to and from CloudEvents v1.0.
 //
@@ -55,7 +55,7 @@
 // [Envelope.ToCloudEvent] call it. Every failure is a [*ValidationError] with a
 // [Class], and every one of them matches [ErrInvalid]. They are permanent by
 // nature: the same bytes fail the same way on every delivery, so the source
-// adapter quarantines such a message and ACKs it (DESIGN.md §6) rather than
+// adapter quarantines such a message and ACKs it (docs/design.md §6) rather than
 // retrying it. Use [ClassOf] to label the quarantine row or a metric.
 //
 // The only error that is not a [*ValidationError] is [New] failing to

@@ -49,7 +49,7 @@ const MaxPayloadBytes = 64 << 10
 const SourcePrefix = "/aivedio/"
 
 // Envelope is one event as stored in the outbox and carried by the broker
-// (DESIGN.md §2). Values returned by this package have a UTC OccurredAt and a
+// (docs/design.md §2). Values returned by this package have a UTC OccurredAt and a
 // payload in compact form, which is what makes every mapping round-trip
 // unchanged.
 type Envelope struct {

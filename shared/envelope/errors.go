@@ -12,7 +12,7 @@ var ErrInvalid = errors.New("invalid envelope")
 
 // Class says why an envelope was refused. Every class is permanent: the same
 // bytes fail the same way on every delivery, so the source adapter
-// quarantines the message and ACKs it instead of retrying (DESIGN.md §6).
+// quarantines the message and ACKs it instead of retrying (docs/design.md §6).
 type Class string
 
 // The validation classes. Their string values are stable: they are stored in

@@ -17,7 +17,7 @@ import (
 	"github.com/aivedio/pipeline/shared/outbox"
 )
 
-// A stage transaction as DESIGN.md §9 measures it: inbox insert, a versioned
+// A stage transaction as docs/design.md §9 measures it: inbox insert, a versioned
 // update of the task, one downstream outbox event.
 
 const benchTasks = 64

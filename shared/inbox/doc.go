@@ -1,7 +1,7 @@
 // Package inbox runs a consumer's handling of one event as an
 // inbox-protected transaction, so the event's business effect happens
 // exactly once per consumer however often the broker delivers it
-// (DESIGN.md §1, §6).
+// (docs/design.md §1, §6).
 //
 // # Guarantees
 //
@@ -37,7 +37,7 @@
 // # Results and errors
 //
 // The function reports [Applied] (the effect happened) or [StaleNoop] (the
-// event was older than the state it targets and changed nothing; DESIGN.md
+// event was older than the state it targets and changed nothing; docs/design.md
 // §5). Both are successes and both are recorded; any other value is an error.
 //
 // An error from the function is returned unchanged after the rollback, so an

@@ -7,7 +7,7 @@
 //
 // Every call starts a child process that reads media, often over the network
 // from a presigned S3 URL, and may run for minutes. Never call it inside a
-// database transaction (DESIGN.md §6): persist the attempt, commit, call,
+// database transaction (docs/design.md §6): persist the attempt, commit, call,
 // record the result in a new transaction. Give ctx the deadline the stage can
 // afford; when it has none, [DefaultProbeTimeout] or [DefaultDeriveTimeout]
 // applies. When ctx ends the child is killed and the error wraps ctx's error.

@@ -1,6 +1,6 @@
 // Package outbox writes events in the caller's database transaction, so an
 // event exists exactly when the business change it announces committed
-// (DESIGN.md §1, §4). The outbox relay (adapter/relay) is the only reader that
+// (docs/design.md §1, §4). The outbox relay (adapter/relay) is the only reader that
 // publishes them.
 //
 // # Guarantees
@@ -33,7 +33,7 @@
 //   - the envelope passes [envelope.Envelope.Validate];
 //   - tenant_id is a lower-case canonical UUID (the column is uuid);
 //   - the topic is one of [catalog.Topics], with the type the catalog gives it;
-//   - FIFO topics need a MessageGroup (by DESIGN.md §2 the aggregate id); other
+//   - FIFO topics need a MessageGroup (by docs/design.md §2 the aggregate id); other
 //     topics must not have one;
 //   - DELAY topics need a DeliverAt no more than [MaxDelay] from now (the
 //     RocketMQ proxy refuses longer delays); other topics must not have one;

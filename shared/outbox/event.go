@@ -37,7 +37,7 @@ type Event struct {
 	// type.
 	Tag string
 	// MessageGroup orders messages on a FIFO topic: required there and
-	// forbidden elsewhere. By DESIGN.md §2 it is the aggregate id.
+	// forbidden elsewhere. By docs/design.md §2 it is the aggregate id.
 	MessageGroup string
 	// DeliverAt is when the broker delivers a message on a DELAY topic:
 	// required there (at most [MaxDelay] ahead) and zero elsewhere.
@@ -87,7 +87,7 @@ func (e Event) check(i int, now time.Time) (row, error) {
 
 	switch {
 	case known.Type == catalog.FIFO && e.MessageGroup == "":
-		return fail("message_group is required on FIFO topic %q (DESIGN.md §2: the aggregate id)", known.Name)
+		return fail("message_group is required on FIFO topic %q (docs/design.md §2: the aggregate id)", known.Name)
 	case known.Type != catalog.FIFO && e.MessageGroup != "":
 		return fail("message_group is set but topic %q is %s; only FIFO topics take one", known.Name, known.Type)
 	}

@@ -1,5 +1,5 @@
 // Package outcome classifies a handler's failure in the one place the whole
-// pipeline reads it (DESIGN.md §6):
+// pipeline reads it (docs/design.md §6):
 //
 //   - [Permanent]: retrying cannot help (invalid envelope, unsupported schema,
 //     tenant mismatch, a 4xx). The adapter quarantines the message and ACKs.

@@ -47,5 +47,11 @@ var failovers = prometheus.NewCounterVec(prometheus.CounterOpts{
 // Register it once per registry.
 func FailoverCollector() prometheus.Collector { return failovers }
 
+// Collectors are the package's process-wide collectors: identity
+// mismatches and failovers.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{identityMismatches, failovers}
+}
+
 // CountFailover counts a task's move from one provider to another.
 func CountFailover(from, to string) { failovers.WithLabelValues(from, to).Inc() }

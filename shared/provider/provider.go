@@ -1,5 +1,5 @@
 // Package provider is the boundary to hosted video-generation APIs
-// (DESIGN.md §8): the Client interface every provider implements, the job
+// (docs/design.md §8): the Client interface every provider implements, the job
 // model the stages read, and the error classes the stages decide on.
 //
 // A provider call is never made inside a database transaction: the submit
@@ -120,7 +120,7 @@ type Capable interface {
 // Class is what a provider failure means for the caller.
 type Class string
 
-// The error classes of DESIGN.md §8, plus the download and lookup cases.
+// The error classes of docs/design.md §8, plus the download and lookup cases.
 const (
 	// ClassRateLimited: 429; wait RetryAfter and try again.
 	ClassRateLimited Class = "rate_limited"

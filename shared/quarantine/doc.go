@@ -1,4 +1,4 @@
-// Package quarantine owns message_quarantine (DESIGN.md §6, seed 7.6.5 and
+// Package quarantine owns message_quarantine (docs/design.md §6, seed 7.6.5 and
 // 7.12.2): the messages that can never be processed, poison the source
 // adapter refused and dead letters the DLQ drain moved out of the broker,
 // kept whole so they can be inspected and replayed, with what a person

@@ -26,8 +26,8 @@ type DeskOpts struct {
 }
 
 // NewDesk makes a Desk on db whose verdicts come from rules: in a real
-// build functions.ReplayRules(), the rules the stages supply. opts may be
-// nil.
+// build rules.All() (package shared/replay/rules), one per consumer group.
+// opts may be nil.
 func NewDesk(db DB, rules preview.Rules, opts *DeskOpts) *Desk {
 	if opts == nil {
 		opts = &DeskOpts{}

@@ -52,7 +52,7 @@ func destination(ctx context.Context, q querier, r quarantine.Message, env envel
 	d.Topic = topic.Name
 	d.Delayed = topic.Type == catalog.Delay
 	if topic.Type == catalog.FIFO && d.MessageGroup == "" {
-		d.MessageGroup = env.AggregateID // DESIGN.md §2: the group is the aggregate id
+		d.MessageGroup = env.AggregateID // docs/design.md §2: the group is the aggregate id
 	}
 	if topic.Type != catalog.FIFO {
 		d.MessageGroup = ""

@@ -1,5 +1,5 @@
 // Package replay is the operator's way back for a quarantined message
-// (DESIGN.md §6, §7): inspect what is in message_quarantine, see what a
+// (docs/design.md §6, §7): inspect what is in message_quarantine, see what a
 // replay would do, have it approved under a ticket, and send it again, each
 // step audited in message_replays. The adapter's `quarantine` and `replay`
 // commands and the API's /v1/admin endpoints are thin shells over it.
@@ -79,9 +79,9 @@
 // # Rules
 //
 // Replay does not know the stages: a [Desk] is made with the rules of the
-// build (preview.Rules, one per consumer group), which the stages supply
-// beside their code (functions.ReplayRules); package preview says how a
-// rule decides. Replay itself refuses what no rule may allow: a message of
+// build (preview.Rules, one per consumer group): in every binary those of
+// package [github.com/aivedio/pipeline/shared/replay/rules], which link no
+// stage; package preview says how a rule decides. Replay itself refuses what no rule may allow: a message of
 // a group without a rule, of another event type, of an unknown task or of
 // another tenant.
 //

@@ -18,7 +18,7 @@ func Example() {
 	var (
 		ctx     = context.Background()
 		pool    *pgxpool.Pool // the service's pool
-		rules   preview.Rules // the stages' previews: functions.ReplayRules()
+		rules   preview.Rules // the stages' previews: rules.All()
 		eventID = uuid.MustParse("01936d3c-5b7e-7c3a-9f1e-2b4c6d8e0a1f")
 		desk    = replay.NewDesk(pool, rules, nil)
 	)

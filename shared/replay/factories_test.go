@@ -41,8 +41,8 @@ func setup(t *testing.T) *testBundle {
 	return &testBundle{pool: pool, desk: replay.NewDesk(pool, fakeRules, nil)}
 }
 
-// fakeRules stand in for the stages' previews, which live with the stages
-// (functions.ReplayRules) and are tested there. They are as small as the
+// fakeRules stand in for the stages' previews, which live in
+// shared/replay/rules and are tested there. They are as small as the
 // tests of planning, approval and execution need: a submit request acts on
 // a QUEUED task, a settle request on a HELD reservation, and a fetch
 // request is always refused by its stage.

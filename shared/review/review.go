@@ -1,5 +1,5 @@
 // Package review is the record of the optional content review of a task's
-// output (seed 7.8.3; README, "Content review"): the task_reviews row the
+// output (seed 7.8.3; docs/journey.md, "Content review"): the task_reviews row the
 // probe writes when review is required for the task, the review stage
 // updates with each call's outcome, the step that completes the task reads
 // under the task's row lock, and the API shows.

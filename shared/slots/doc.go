@@ -23,7 +23,7 @@
 //
 // A full scope is not a failure: Acquire returns an error matching
 // [ErrNoSlot], and the caller records WAITING_RETRY with a delayed resubmit
-// and returns success (DESIGN.md §6). Any other error is an infrastructure
+// and returns success (docs/design.md §6). Any other error is an infrastructure
 // error (Redis unreachable, a timeout) or, for [ErrInvalid], a programming
 // mistake in the parameters.
 //

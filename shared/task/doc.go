@@ -1,4 +1,4 @@
-// Package task is the generation task's state machine (DESIGN.md §5): the
+// Package task is the generation task's state machine (docs/design.md §5): the
 // states, which transitions are legal, [Apply], the one way a task changes
 // state, and which states each stage acts on ([FetchActs] and the like),
 // the one rule both the stages and the replay preview decide with.

@@ -26,7 +26,7 @@ func FromEnvelope(producer string, ev envelope.Envelope) Origin {
 	return Origin{Producer: producer, EventID: ev.EventID, CorrelationID: ev.CorrelationID, TraceID: ev.TraceID}
 }
 
-// Payloads of the task events. They carry ids and versions only (DESIGN.md
+// Payloads of the task events. They carry ids and versions only (docs/design.md
 // §2): a handler reads the facts from the database. A field tagged
 // `payload:"required"` must be present and non-zero (envelope.DecodePayload);
 // a field added later must be optional, so that the consumers of the

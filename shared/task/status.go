@@ -3,7 +3,7 @@ package task
 // Status is a generation task's state (generation_tasks.status).
 type Status string
 
-// The states of DESIGN.md §5.
+// The states of docs/design.md §5.
 const (
 	Queued            Status = "QUEUED"
 	Submitting        Status = "SUBMITTING"
@@ -37,13 +37,13 @@ func (s Status) Terminal() bool {
 func (s Status) Charged() bool { return s == Succeeded || s == CanceledWithOut }
 
 // ErrContentRejected is the error code of a task whose output the content
-// review rejected (README, "Content review").
+// review rejected (docs/journey.md, "Content review").
 const ErrContentRejected = "review.content_rejected"
 
 // Charged reports whether t, ended, pays for its generation: a charged
 // state, or FAILED because the content review rejected an output the
 // provider had already made and billed us for (the product rule of
-// README, "Content review"). Billing decides from the task's row, never
+// docs/journey.md, "Content review"). Billing decides from the task's row, never
 // from a message, so a late settle cannot change it.
 func (t Task) Charged() bool {
 	return t.Status.Charged() || (t.Status == Failed && t.ErrorCode == ErrContentRejected)
@@ -71,7 +71,7 @@ var transitions = map[Status][]Status{
 // task's table of legal moves ([Kind]).
 func Legal(from, to Status) bool { return moves.Legal(from, to) }
 
-// All lists every state, in the order of DESIGN.md §5.
+// All lists every state, in the order of docs/design.md §5.
 func All() []Status {
 	return []Status{Queued, Submitting, WaitingRetry, Reconciling, ProviderRunning, Fetching,
 		MediaProcessing, Succeeded, Failed, Canceled, CanceledWithOut, CancelReconciling, NeedsAttention}

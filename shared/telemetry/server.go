@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,11 +37,32 @@ func NewLogger(format string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, nil))
 }
 
-// NewRegistry returns a registry with the Go runtime and process collectors.
-func NewRegistry() *prometheus.Registry {
+// NewRegistry returns a registry with the Go runtime and process
+// collectors, and cs: the collectors a binary declares for the code it
+// runs (functions.StageCollectors, functions.APICollectors). The same
+// collector given twice is registered once, so that a process running the
+// code of two binaries (local runs the API and every stage) passes both
+// lists; two different collectors of one series still panic, like
+// [prometheus.Registry.MustRegister].
+func NewRegistry(cs ...prometheus.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, c := range cs {
+		err := reg.Register(c)
+		var already prometheus.AlreadyRegisteredError
+		if err == nil || errors.As(err, &already) && same(already.ExistingCollector, c) {
+			continue
+		}
+		panic(fmt.Errorf("register collector: %w", err))
+	}
 	return reg
+}
+
+// same reports whether a and b are one collector; collectors of types
+// that cannot be compared are never the same.
+func same(a, b prometheus.Collector) bool {
+	ta := reflect.TypeOf(a)
+	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
 }
 
 // ReadyFunc reports whether the process can do its work now; nil means ready.

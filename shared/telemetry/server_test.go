@@ -57,3 +57,25 @@ func TestServer(t *testing.T) {
 	_, err = telemetry.Listen(s.Addr(), reg, nil)
 	require.ErrorContains(t, err, "listen on "+s.Addr())
 }
+
+// A collector declared by two lists (the API's and the stages', both
+// served by local) is registered once; two collectors of one series are
+// still a programmer's error.
+func TestNewRegistryRegistersACollectorOnce(t *testing.T) {
+	t.Parallel()
+	counter := prometheus.NewCounter(prometheus.CounterOpts{Name: "aivedio_test_total", Help: "test"})
+	counter.Inc()
+	reg := telemetry.NewRegistry(counter, counter)
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	var n int
+	for _, f := range families {
+		if f.GetName() == "aivedio_test_total" {
+			n += len(f.GetMetric())
+		}
+	}
+	require.Equal(t, 1, n)
+
+	twin := prometheus.NewCounter(prometheus.CounterOpts{Name: "aivedio_test_total", Help: "test"})
+	require.Panics(t, func() { telemetry.NewRegistry(counter, twin) })
+}

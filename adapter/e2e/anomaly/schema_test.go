@@ -83,7 +83,7 @@ func (n nextBuild) Receive(ctx context.Context, max int, invisible time.Duration
 // quarantined by the old one, never both and never lost. After: only the
 // new consumer runs and applies them all. Every schema 1 event has its
 // effect exactly once throughout. (Once the upgrade is done, an operator
-// replays what the old consumer quarantined: README "Quarantine and
+// replays what the old consumer quarantined: docs/operations.md "Quarantine and
 // replay".)
 func TestAnomalySchemaUpgradeOldAndNewConsumersSideBySide(t *testing.T) {
 	t.Parallel()

@@ -19,7 +19,7 @@ import (
 )
 
 // TestRealBrokerACL runs the clients against the test cluster with ACL 2.0
-// on, as users holding exactly the grants README's ACL section gives each
+// on, as users holding exactly the grants the ACL section of docs/messaging.md gives each
 // binary: the credentials come from configuration, the grants suffice, and
 // every refusal is told apart from an outage.
 func TestRealBrokerACL(t *testing.T) {

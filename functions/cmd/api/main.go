@@ -1,6 +1,6 @@
 // Command api serves the public HTTP API (functions/api) on API_ADDR and
 // /healthz, /readyz and /metrics on HTTP_ADDR. It reads config.APIServer
-// from the environment (see README.md) and stops cleanly on SIGTERM or
+// from the environment (see docs/configuration.md) and stops cleanly on SIGTERM or
 // interrupt: it stops accepting requests, closes the event streams, lets
 // requests in flight finish for up to shutdownGrace, then exits.
 //
@@ -28,7 +28,6 @@ import (
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/config"
-	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/replay"
 	"github.com/aivedio/pipeline/shared/telemetry"
 )
@@ -39,7 +38,7 @@ const shutdownGrace = 20 * time.Second
 
 func main() {
 	if config.HelpRequested(os.Args[1:]) {
-		if err := config.PrintUsage(os.Stdout, "usage: api\n  serves the public HTTP API (README, \"Public API\"); configured by the environment only", &config.APIServer{}); err != nil {
+		if err := config.PrintUsage(os.Stdout, "usage: api\n  serves the public HTTP API (docs/api.md); configured by the environment only", &config.APIServer{}); err != nil {
 			fmt.Fprintln(os.Stderr, "api:", err)
 			os.Exit(1)
 		}
@@ -95,8 +94,7 @@ func run(ctx context.Context) (err error) {
 		return err
 	}
 
-	reg := telemetry.NewRegistry()
-	reg.MustRegister(provider.IdentityCollector(), replay.Collector())
+	reg := telemetry.NewRegistry(functions.APICollectors()...)
 	srv := api.New(api.Options{
 		Pool: pool, Redis: rdb, Blob: store, Uploads: store, Callbacks: parsers, Limits: cfg.API,
 		Models: cfg.API.Models, Price: billing.DefaultPrice, Replay: replay.NewDesk(pool, functions.ReplayRules(), &replay.DeskOpts{ReplayWindow: cfg.ReplayWindow}),

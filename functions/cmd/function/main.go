@@ -18,19 +18,15 @@ import (
 	"os"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	fcloudevents "knative.dev/func-go/cloudevents"
 
 	function "github.com/aivedio/pipeline"
-	"github.com/aivedio/pipeline/functions/render"
-	"github.com/aivedio/pipeline/functions/review"
+	"github.com/aivedio/pipeline/functions"
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
-	"github.com/aivedio/pipeline/shared/inbox"
-	"github.com/aivedio/pipeline/shared/media"
-	"github.com/aivedio/pipeline/shared/progress"
-	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/telemetry"
 )
 
@@ -76,15 +72,16 @@ func newService(f *function.Function) *fcloudevents.Service {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/health/readiness", svc.Ready)
 	mux.HandleFunc("/health/liveness", svc.Alive)
-	// A Knative Service exposes one port, so the stage's metrics share it:
-	// work time per stage and outcome, inbox outcomes, ffmpeg CPU.
-	reg := telemetry.NewRegistry()
-	reg.MustRegister(stage.Collector(), inbox.Collector(), provider.IdentityCollector(), provider.FailoverCollector(), progress.Collector())
-	reg.MustRegister(media.Collectors()...)
-	reg.MustRegister(render.Collectors()...)
-	reg.MustRegister(review.Collectors()...)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// A Knative Service exposes one port, so the stage's metrics share it.
+	mux.Handle("GET /metrics", promhttp.HandlerFor(newRegistry(), promhttp.HandlerOpts{}))
 	mux.Handle("/", stage.HTTPHandler(f.Handle))
 	svc.Handler = mux
 	return svc
+}
+
+// newRegistry holds the series of the code every stage runs
+// ([functions.StageCollectors]), the same list local serves: which stage
+// STAGE picks changes which of them move, not which exist.
+func newRegistry() *prometheus.Registry {
+	return telemetry.NewRegistry(functions.StageCollectors()...)
 }

@@ -1,4 +1,4 @@
-package submit
+package rules
 
 import (
 	"fmt"
@@ -11,15 +11,15 @@ import (
 	"github.com/aivedio/pipeline/shared/task"
 )
 
-// Preview is the stage's rule for replay: what a replayed submit request
-// would do to the task as it is now. It decides with the predicates the
-// stage acts on, and reads the attempts from the replay's effects where
-// the stage looks them up.
-func Preview() preview.Rule {
-	return preview.RuleOf(catalog.EventSubmitRequested, preview.PayloadTask, decide)
+// Submit is the submit stage's rule for replay: what a replayed submit
+// request would do to the task as it is now. It decides with the
+// predicates the stage acts on, and reads the attempts from the replay's
+// effects where the stage looks them up.
+func Submit() preview.Rule {
+	return preview.RuleOf(catalog.EventSubmitRequested, preview.PayloadTask, decideSubmit)
 }
 
-func decide(s preview.State, p task.SubmitRequested) preview.Verdict {
+func decideSubmit(s preview.State, p task.SubmitRequested) preview.Verdict {
 	t, at := s.Task, preview.At(s.Task)
 	switch {
 	case !task.SubmitResumes(t) && !p.Holds(t):

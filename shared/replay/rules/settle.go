@@ -1,4 +1,4 @@
-package settle
+package rules
 
 import (
 	"time"
@@ -12,18 +12,18 @@ import (
 	"github.com/aivedio/pipeline/shared/task"
 )
 
-// Preview is the stage's rule for replay: what a replayed settle request
-// would do to the task's credit reservation as it is now.
-func Preview() preview.Rule {
+// Settle is the settle stage's rule for replay: what a replayed settle
+// request would do to the task's credit reservation as it is now.
+func Settle() preview.Rule {
 	return preview.RuleOf(catalog.EventSettleRequested, func(env envelope.Envelope, p task.SettleRequested) (uuid.UUID, error) {
 		if p.RenderID != uuid.Nil {
 			return uuid.Nil, preview.Refusal("replay.render", "the settle of render %s is not replayed: the reconciler settles a finished render that still holds credits again by itself", p.RenderID)
 		}
 		return preview.PayloadTask(env, p)
-	}, decide)
+	}, decideSettle)
 }
 
-func decide(s preview.State, _ task.SettleRequested) preview.Verdict {
+func decideSettle(s preview.State, _ task.SettleRequested) preview.Verdict {
 	t, at := s.Task, preview.At(s.Task)
 	if !task.SettleActs(t) {
 		return preview.StaleNoop.Because("settle.not_over", "the task is %s: the settle that counts comes with its final transition, so the settle stage would record a stale no-op", at)

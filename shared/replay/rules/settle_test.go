@@ -1,4 +1,4 @@
-package settle
+package rules
 
 import (
 	"testing"
@@ -11,7 +11,7 @@ import (
 	"github.com/aivedio/pipeline/shared/task"
 )
 
-func TestPreview(t *testing.T) {
+func TestSettle(t *testing.T) {
 	t.Parallel()
 	held := preview.Effects{Reservation: &billing.Reservation{Status: "HELD", Amount: 40}}
 	captured := preview.Effects{Reservation: &billing.Reservation{Status: "CAPTURED", Amount: 40}, Ledger: []billing.LedgerEntry{{Type: "CAPTURE"}}}
@@ -29,20 +29,20 @@ func TestPreview(t *testing.T) {
 		{"needs attention", task.Task{Status: task.NeedsAttention}, held, preview.StaleNoop, "settle.not_over"},
 		{"without reservation", task.Task{Status: task.Failed}, preview.Effects{}, preview.Refuse, "billing.no_reservation"},
 	} {
-		v := decide(preview.State{Task: tc.task, Effects: tc.effects}, task.SettleRequested{})
+		v := decideSettle(preview.State{Task: tc.task, Effects: tc.effects}, task.SettleRequested{})
 		require.Equal(t, tc.want, v.Action, "%s: %s", tc.name, v.Reason)
 		require.Equal(t, tc.code, v.Code, tc.name)
 	}
 }
 
 // A render's settle is refused for replay: the reconciler re-settles it.
-func TestPreviewRefusesARendersSettle(t *testing.T) {
+func TestSettleRefusesARendersSettle(t *testing.T) {
 	t.Parallel()
 	id := uuid.New()
 	ev, err := task.Origin{Producer: "test"}.EmitFor(task.Aggregate{Type: task.RenderAggregateType, ID: id, TenantID: uuid.New()},
 		task.SettleRequested{RenderID: id, Status: task.Succeeded})
 	require.NoError(t, err)
-	_, v := Preview().Parse(ev.Envelope)
+	_, v := Settle().Parse(ev.Envelope)
 	require.NotNil(t, v)
 	require.Equal(t, preview.Refuse, v.Action)
 	require.Equal(t, "replay.render", v.Code)

@@ -1,4 +1,4 @@
-package notify
+package rules
 
 import (
 	"testing"
@@ -9,9 +9,9 @@ import (
 	"github.com/aivedio/pipeline/shared/task"
 )
 
-func TestPreview(t *testing.T) {
+func TestNotify(t *testing.T) {
 	t.Parallel()
-	v := decide(preview.State{Task: task.Task{Status: task.Succeeded, Version: 7}}, task.StateChanged{To: task.Fetching, Version: 4})
+	v := decideNotify(preview.State{Task: task.Task{Status: task.Succeeded, Version: 7}}, task.StateChanged{To: task.Fetching, Version: 4})
 	require.Equal(t, preview.Act, v.Action)
 	require.Equal(t, "notify.push", v.Code)
 	require.Contains(t, v.Reason, "SUCCEEDED (v7)")

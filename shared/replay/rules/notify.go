@@ -1,4 +1,4 @@
-package notify
+package rules
 
 import (
 	"github.com/google/uuid"
@@ -9,9 +9,9 @@ import (
 	"github.com/aivedio/pipeline/shared/task"
 )
 
-// Preview is the stage's rule for replay: a replayed state change is
+// Notify is the notify stage's rule for replay: a replayed state change is
 // pushed again, and changes no state.
-func Preview() preview.Rule {
+func Notify() preview.Rule {
 	return preview.RuleOf(catalog.EventTaskStateChanged,
 		func(env envelope.Envelope, p task.StateChanged) (uuid.UUID, error) {
 			if env.TenantID != p.TenantID.String() {
@@ -24,10 +24,10 @@ func Preview() preview.Rule {
 				return uuid.Nil, preview.Refusal("payload.invalid", "state change of task %s arrived as an event about %s: the stage would quarantine it again", p.TaskID, env.AggregateID)
 			}
 			return p.TaskID, nil
-		}, decide)
+		}, decideNotify)
 }
 
-func decide(s preview.State, p task.StateChanged) preview.Verdict {
+func decideNotify(s preview.State, p task.StateChanged) preview.Verdict {
 	return preview.Act.Because("notify.push", "the notify stage would push the change to %s v%d to the tenant's live subscribers; it changes no state, and a subscriber that has seen v%d (the task is %s) drops it",
 		p.To, p.Version, s.Task.Version, preview.At(s.Task))
 }

@@ -1,4 +1,4 @@
-package submit
+package rules
 
 import (
 	"testing"
@@ -10,7 +10,7 @@ import (
 	"github.com/aivedio/pipeline/shared/task"
 )
 
-func TestPreview(t *testing.T) {
+func TestSubmit(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	later := now.Add(time.Hour)
@@ -39,7 +39,7 @@ func TestPreview(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			v := decide(preview.State{Task: tc.task, Effects: tc.effects, Now: now}, tc.payload)
+			v := decideSubmit(preview.State{Task: tc.task, Effects: tc.effects, Now: now}, tc.payload)
 			require.Equal(t, tc.want, v.Action, v.Reason)
 			require.Equal(t, tc.code, v.Code)
 			require.NotEmpty(t, v.Reason)

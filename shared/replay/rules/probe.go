@@ -1,4 +1,4 @@
-package probe
+package rules
 
 import (
 	"github.com/google/uuid"
@@ -9,19 +9,19 @@ import (
 	"github.com/aivedio/pipeline/shared/task"
 )
 
-// Preview is the stage's rule for replay: what a replayed probe step
+// Probe is the probe stage's rule for replay: what a replayed probe step
 // would do to the task as it is now.
-func Preview() preview.Rule {
+func Probe() preview.Rule {
 	return preview.RuleOf(catalog.EventPostprocess,
 		func(_ envelope.Envelope, p task.Postprocess) (uuid.UUID, error) {
 			if p.Step != catalog.TagProbe {
 				return uuid.Nil, preview.Refusal("payload.invalid", "the probe stage handles step %s, not %q: it would quarantine the event again", catalog.TagProbe, p.Step)
 			}
 			return p.TaskID, nil
-		}, decide)
+		}, decideProbe)
 }
 
-func decide(s preview.State, p task.Postprocess) preview.Verdict {
+func decideProbe(s preview.State, p task.Postprocess) preview.Verdict {
 	t, at := s.Task, preview.At(s.Task)
 	if !task.PostprocessActs(t) {
 		return preview.StaleNoop.Because("probe.stale", "the task is %s, not MEDIA_PROCESSING: the probe stage would record a stale no-op", at)

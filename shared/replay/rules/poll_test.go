@@ -1,4 +1,4 @@
-package poll
+package rules
 
 import (
 	"testing"
@@ -10,7 +10,7 @@ import (
 	"github.com/aivedio/pipeline/shared/task"
 )
 
-func TestPreview(t *testing.T) {
+func TestPoll(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	pollAt := now.Add(time.Minute)

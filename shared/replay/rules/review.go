@@ -1,4 +1,4 @@
-package review
+package rules
 
 import (
 	"github.com/google/uuid"
@@ -9,20 +9,21 @@ import (
 	"github.com/aivedio/pipeline/shared/task"
 )
 
-// Preview is the stage's rule for replay: what a replayed REVIEW would do
-// to the task as it is now. The review's own row (task_reviews) is not
-// part of the preview's state, so an act verdict says what decides it.
-func Preview() preview.Rule {
+// Review is the review stage's rule for replay: what a replayed REVIEW
+// would do to the task as it is now. The review's own row (task_reviews)
+// is not part of the preview's state, so an act verdict says what decides
+// it.
+func Review() preview.Rule {
 	return preview.RuleOf(catalog.EventPostprocess,
 		func(_ envelope.Envelope, p task.Postprocess) (uuid.UUID, error) {
 			if p.Step != catalog.TagReview {
 				return uuid.Nil, preview.Refusal("payload.invalid", "the review stage handles step %s, not %q: it would quarantine the event again", catalog.TagReview, p.Step)
 			}
 			return p.TaskID, nil
-		}, decide)
+		}, decideReview)
 }
 
-func decide(s preview.State, p task.Postprocess) preview.Verdict {
+func decideReview(s preview.State, p task.Postprocess) preview.Verdict {
 	t, at := s.Task, preview.At(s.Task)
 	if !task.PostprocessActs(t) {
 		return preview.StaleNoop.Because("review.stale", "the task is %s, not MEDIA_PROCESSING: the review stage would record a stale no-op", at)

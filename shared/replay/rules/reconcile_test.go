@@ -1,4 +1,4 @@
-package reconcile
+package rules
 
 import (
 	"testing"
@@ -10,7 +10,7 @@ import (
 	"github.com/aivedio/pipeline/shared/task"
 )
 
-func TestPreview(t *testing.T) {
+func TestReconcile(t *testing.T) {
 	t.Parallel()
 	attemptID := uuid.New()
 	unknown := preview.Effects{Attempts: []preview.Attempt{{AttemptNo: 1, AttemptID: attemptID, Status: "SUBMIT_UNKNOWN", Provider: "p"}}}
@@ -33,7 +33,7 @@ func TestPreview(t *testing.T) {
 		{"a cancel", cancel, task.Task{Status: task.CancelReconciling, ProviderJobID: "j-1"}, preview.Effects{}, preview.Act, "reconcile.cancel_look"},
 		{"a decided cancel", cancel, task.Task{Status: task.Canceled}, preview.Effects{}, preview.StaleNoop, "reconcile.stale"},
 	} {
-		v := decide(preview.State{Task: tc.task, Effects: tc.effects}, tc.payload)
+		v := decideReconcile(preview.State{Task: tc.task, Effects: tc.effects}, tc.payload)
 		require.Equal(t, tc.want, v.Action, "%s: %s", tc.name, v.Reason)
 		require.Equal(t, tc.code, v.Code, tc.name)
 	}

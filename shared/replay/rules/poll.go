@@ -1,4 +1,4 @@
-package poll
+package rules
 
 import (
 	"time"
@@ -11,15 +11,15 @@ import (
 	"github.com/aivedio/pipeline/shared/task"
 )
 
-// Preview is the stage's rule for replay of a poll (the poll group): what
-// a replayed poll would do to the task as it is now.
-func Preview() preview.Rule {
+// Poll is the poll stage's rule for replay of a poll (the poll group):
+// what a replayed poll would do to the task as it is now.
+func Poll() preview.Rule {
 	return preview.RuleOf(catalog.EventPollDue, preview.PayloadTask, decidePoll)
 }
 
-// CallbackPreview is the stage's rule for replay of a provider callback
-// (the callback group), which names its task by the event's aggregate.
-func CallbackPreview() preview.Rule {
+// Callback is the poll stage's rule for replay of a provider callback (the
+// callback group), which names its task by the event's aggregate.
+func Callback() preview.Rule {
 	return preview.RuleOf(catalog.EventCallbackReceived,
 		func(env envelope.Envelope, _ task.CallbackReceived) (uuid.UUID, error) {
 			id, err := uuid.Parse(env.AggregateID)

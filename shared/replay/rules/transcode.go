@@ -1,4 +1,4 @@
-package transcode
+package rules
 
 import (
 	"strings"
@@ -11,23 +11,23 @@ import (
 	"github.com/aivedio/pipeline/shared/task"
 )
 
-// Preview is the stage's rule for replay: what a replayed derivative step
-// would do to the task as it is now, the background retry of a derivative
-// a finished task went without included.
-func Preview() preview.Rule {
+// Transcode is the transcode stage's rule for replay: what a replayed
+// derivative step would do to the task as it is now, the background retry
+// of a derivative a finished task went without included.
+func Transcode() preview.Rule {
 	return preview.RuleOf(catalog.EventPostprocess,
 		func(_ envelope.Envelope, p task.Postprocess) (uuid.UUID, error) {
-			if _, ok := derivatives[p.Step]; !ok {
+			if catalog.DerivativeKind(p.Step) == "" {
 				return uuid.Nil, preview.Refusal("payload.invalid", "the transcode stage makes %s, %s and %s, not %q: it would quarantine the event again",
 					catalog.TagTranscodeProxy, catalog.TagThumbnail, catalog.TagWaveform, p.Step)
 			}
 			return p.TaskID, nil
-		}, decide)
+		}, decideTranscode)
 }
 
-func decide(s preview.State, p task.Postprocess) preview.Verdict {
+func decideTranscode(s preview.State, p task.Postprocess) preview.Verdict {
 	t, at, kind := s.Task, preview.At(s.Task), catalog.DerivativeKind(p.Step)
-	if !acts(t, p) {
+	if !task.PostprocessActs(t) && !task.DerivativeRetryActs(t, kind) {
 		return preview.StaleNoop.Because("transcode.stale", "the task is %s, not MEDIA_PROCESSING: the transcode stage would record a stale no-op", at)
 	}
 	if _, ok := s.Effects.Asset(p.AssetID); !ok {

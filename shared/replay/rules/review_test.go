@@ -1,4 +1,4 @@
-package probe
+package rules
 
 import (
 	"testing"
@@ -11,7 +11,7 @@ import (
 	"github.com/aivedio/pipeline/shared/task"
 )
 
-func TestPreview(t *testing.T) {
+func TestReview(t *testing.T) {
 	t.Parallel()
 	asset, other := uuid.New(), uuid.New()
 	media := preview.Effects{Assets: []preview.Asset{{AssetID: asset, Kind: "SOURCE"}}}
@@ -22,11 +22,12 @@ func TestPreview(t *testing.T) {
 		want  preview.Action
 		code  string
 	}{
-		{"probe", asset, task.Task{Status: task.MediaProcessing}, preview.Act, "probe.run"},
+		{"review", asset, task.Task{Status: task.MediaProcessing}, preview.Act, "review.call"},
 		{"another task's asset", other, task.Task{Status: task.MediaProcessing}, preview.Refuse, "asset.wrong_task"},
-		{"never in the background", asset, task.Task{Status: task.Succeeded, MissingDerivatives: []string{"WAVEFORM"}}, preview.StaleNoop, "probe.stale"},
+		{"a finished task", asset, task.Task{Status: task.Succeeded}, preview.StaleNoop, "review.stale"},
+		{"a rejected task", asset, task.Task{Status: task.Failed, ErrorCode: task.ErrContentRejected}, preview.StaleNoop, "review.stale"},
 	} {
-		v := decide(preview.State{Task: tc.task, Effects: media}, task.Postprocess{AssetID: tc.asset, Step: catalog.TagProbe})
+		v := decideReview(preview.State{Task: tc.task, Effects: media}, task.Postprocess{AssetID: tc.asset, Step: catalog.TagReview})
 		require.Equal(t, tc.want, v.Action, "%s: %s", tc.name, v.Reason)
 		require.Equal(t, tc.code, v.Code, tc.name)
 	}

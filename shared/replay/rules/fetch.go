@@ -1,4 +1,4 @@
-package fetch
+package rules
 
 import (
 	"github.com/aivedio/pipeline/shared/catalog"
@@ -6,13 +6,14 @@ import (
 	"github.com/aivedio/pipeline/shared/task"
 )
 
-// Preview is the stage's rule for replay: what a replayed fetch request
-// would do to the task as it is now, the output already stored included.
-func Preview() preview.Rule {
-	return preview.RuleOf(catalog.EventFetchRequested, preview.PayloadTask, decide)
+// Fetch is the fetch stage's rule for replay: what a replayed fetch
+// request would do to the task as it is now, the output already stored
+// included.
+func Fetch() preview.Rule {
+	return preview.RuleOf(catalog.EventFetchRequested, preview.PayloadTask, decideFetch)
 }
 
-func decide(s preview.State, p task.FetchRequested) preview.Verdict {
+func decideFetch(s preview.State, p task.FetchRequested) preview.Verdict {
 	t, at := s.Task, preview.At(s.Task)
 	if !task.FetchActs(t) {
 		return preview.StaleNoop.Because("fetch.stale", "the task is %s, not FETCHING: the fetch stage would record a stale no-op", at)

@@ -1,4 +1,4 @@
-package transcode
+package rules
 
 import (
 	"testing"
@@ -11,7 +11,7 @@ import (
 	"github.com/aivedio/pipeline/shared/task"
 )
 
-func TestPreview(t *testing.T) {
+func TestTranscode(t *testing.T) {
 	t.Parallel()
 	asset, thumb := uuid.New(), uuid.New()
 	withThumb := preview.Effects{Assets: []preview.Asset{{AssetID: asset, Kind: "SOURCE"}, {AssetID: thumb, Kind: "THUMBNAIL", SourceAssetID: &asset}}}
@@ -29,7 +29,7 @@ func TestPreview(t *testing.T) {
 		{"late", catalog.TagThumbnail, asset, task.Task{Status: task.Succeeded}, preview.StaleNoop, "transcode.stale"},
 		{"waveform retried in the background", catalog.TagWaveform, asset, task.Task{Status: task.Succeeded, MissingDerivatives: []string{"WAVEFORM"}}, preview.Act, "transcode.background"},
 	} {
-		v := decide(preview.State{Task: tc.task, Effects: withThumb}, task.Postprocess{AssetID: tc.asset, Step: tc.step})
+		v := decideTranscode(preview.State{Task: tc.task, Effects: withThumb}, task.Postprocess{AssetID: tc.asset, Step: tc.step})
 		require.Equal(t, tc.want, v.Action, "%s: %s", tc.name, v.Reason)
 		require.Equal(t, tc.code, v.Code, tc.name)
 	}

@@ -1,4 +1,4 @@
-package reconcile
+package rules
 
 import (
 	"slices"
@@ -9,13 +9,13 @@ import (
 	"github.com/aivedio/pipeline/shared/task"
 )
 
-// Preview is the stage's rule for replay: its two looks, at a lost submit
-// and at the job of a cancel whose outcome is unknown.
-func Preview() preview.Rule {
-	return preview.RuleOf(catalog.EventReconcileDue, preview.PayloadTask, decide)
+// Reconcile is the reconcile stage's rule for replay: its two looks, at a
+// lost submit and at the job of a cancel whose outcome is unknown.
+func Reconcile() preview.Rule {
+	return preview.RuleOf(catalog.EventReconcileDue, preview.PayloadTask, decideReconcile)
 }
 
-func decide(s preview.State, p task.ReconcileDue) preview.Verdict {
+func decideReconcile(s preview.State, p task.ReconcileDue) preview.Verdict {
 	t, at := s.Task, preview.At(s.Task)
 	if !p.Holds(t) {
 		return preview.StaleNoop.Because("reconcile.stale", "the delayed look expects the task %s at version %d, and it is %s: the reconcile stage would record a stale no-op",

@@ -1,4 +1,4 @@
-package fetch
+package rules
 
 import (
 	"testing"
@@ -10,7 +10,7 @@ import (
 	"github.com/aivedio/pipeline/shared/task"
 )
 
-func TestPreview(t *testing.T) {
+func TestFetch(t *testing.T) {
 	t.Parallel()
 	stored := preview.Effects{Assets: []preview.Asset{{AssetID: uuid.New(), Kind: "SOURCE"}}}
 	delayed := task.FetchRequested{Wait: task.Wait{ExpectedStatus: task.Fetching, ExpectedVersion: 7, RetryAttempt: 2}}
@@ -28,7 +28,7 @@ func TestPreview(t *testing.T) {
 		{"delayed fetch that holds", delayed, task.Task{Status: task.Fetching, Version: 7}, preview.Effects{}, preview.Act, "fetch.store"},
 		{"delayed fetch overtaken", delayed, task.Task{Status: task.Fetching, Version: 8}, preview.Effects{}, preview.StaleNoop, "fetch.stale"},
 	} {
-		v := decide(preview.State{Task: tc.task, Effects: tc.effects}, tc.payload)
+		v := decideFetch(preview.State{Task: tc.task, Effects: tc.effects}, tc.payload)
 		require.Equal(t, tc.want, v.Action, "%s: %s", tc.name, v.Reason)
 		require.Equal(t, tc.code, v.Code, tc.name)
 	}

@@ -1,4 +1,4 @@
-package render
+package rules
 
 import (
 	"github.com/google/uuid"
@@ -9,11 +9,11 @@ import (
 	"github.com/aivedio/pipeline/shared/task"
 )
 
-// Preview is the stage's rule for replay: the desk replays events about
-// generation tasks, and a render is none. A render that stopped moving is
-// re-asked by the reconciler's render scanner, which knows its chunks;
-// a quarantined render event is refused with that reason.
-func Preview() preview.Rule {
+// Render is the render stage's rule for replay: the desk replays events
+// about generation tasks, and a render is none. A render that stopped
+// moving is re-asked by the reconciler's render scanner, which knows its
+// chunks; a quarantined render event is refused with that reason.
+func Render() preview.Rule {
 	return preview.RuleOf(catalog.EventRenderRequested,
 		func(_ envelope.Envelope, p task.RenderRequested) (uuid.UUID, error) {
 			return uuid.Nil, preview.Refusal("replay.render", "render %s is not a generation task: the reconciler re-asks a render's stuck steps (chunks past their lease, an unjoined render); read it with GET /v1/renders/%s", p.RenderID, p.RenderID)

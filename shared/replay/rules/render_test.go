@@ -1,4 +1,4 @@
-package render
+package rules
 
 import (
 	"testing"
@@ -11,13 +11,13 @@ import (
 )
 
 // A render event is refused for replay, with the reason and where to look.
-func TestPreviewRefusesRenderEvents(t *testing.T) {
+func TestRenderRefusesRenderEvents(t *testing.T) {
 	t.Parallel()
 	id := uuid.New()
 	ev, err := task.Origin{Producer: "test"}.EmitFor(task.Aggregate{Type: task.RenderAggregateType, ID: id, TenantID: uuid.New()},
 		task.RenderRequested{RenderID: id, Step: task.RenderChunk, Chunk: 2})
 	require.NoError(t, err)
-	_, v := Preview().Parse(ev.Envelope)
+	_, v := Render().Parse(ev.Envelope)
 	require.NotNil(t, v)
 	require.Equal(t, preview.Refuse, v.Action)
 	require.Equal(t, "replay.render", v.Code)
