@@ -70,9 +70,12 @@ func TestFIFOGroupsStayInOrderWithManyWorkers(t *testing.T) {
 		return nil
 	})
 	ctx, cancel := context.WithCancel(context.Background())
+	// Made here, not in the goroutine: a skip (no PostgreSQL) must end the
+	// test, which it does only from the test's own goroutine.
+	quarantine := dbtest.TestSchema(t)
 	done := make(chan error, 1)
 	go func() {
-		done <- source.New(source.Params{Group: group, Consumers: []mq.Consumer{consumer}, Deliverer: d, Quarantine: dbtest.TestSchema(t),
+		done <- source.New(source.Params{Group: group, Consumers: []mq.Consumer{consumer}, Deliverer: d, Quarantine: quarantine,
 			Workers: 8, Invisible: 5 * time.Second, HandlerTimeout: time.Second,
 			RetryDelay: func(int) time.Duration { return 10 * time.Millisecond }}).Run(ctx)
 	}()

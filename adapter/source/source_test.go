@@ -594,10 +594,13 @@ func TestASubscriptionIsNotStarvedByItsSiblings(t *testing.T) {
 
 	const workers = 3
 	ctx, cancel := context.WithCancel(context.Background())
+	// Made here, not in the goroutine: a skip (no PostgreSQL) must end the
+	// test, which it does only from the test's own goroutine.
+	quarantine := dbtest.TestSchema(t)
 	done := make(chan error, 1)
 	go func() {
 		done <- source.New(source.Params{
-			Group: group, Consumers: consumers, Deliverer: d, Quarantine: dbtest.TestSchema(t),
+			Group: group, Consumers: consumers, Deliverer: d, Quarantine: quarantine,
 			Workers: workers, Invisible: time.Minute, HandlerTimeout: time.Minute, DrainTimeout: 100 * time.Millisecond,
 		}).Run(ctx)
 	}()
