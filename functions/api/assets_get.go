@@ -92,7 +92,7 @@ func mediaKind(a asset.Asset) string {
 func role(a asset.Asset) string {
 	switch {
 	case a.Kind != asset.KindSource:
-		return a.Kind
+		return string(a.Kind)
 	case a.TaskID != nil:
 		return "OUTPUT"
 	}

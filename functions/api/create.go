@@ -123,11 +123,7 @@ func (s *Server) checkInputs(ctx context.Context, tx pgx.Tx, tenantID uuid.UUID,
 	if len(ids) == 0 {
 		return nil
 	}
-	rows, err := tx.Query(ctx, `SELECT asset_id FROM assets WHERE tenant_id = $1 AND asset_id = ANY($2)`, tenantID, ids)
-	if err != nil {
-		return err
-	}
-	owned, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	owned, err := asset.Owned(ctx, tx, tenantID, ids)
 	if err != nil {
 		return err
 	}

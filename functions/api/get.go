@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/asset"
 	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/live"
@@ -200,20 +201,16 @@ func readAttempts(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]attemptView, 
 }
 
 func readOutputs(ctx context.Context, tx pgx.Tx, tenantID, id uuid.UUID) ([]output, error) {
-	rows, err := tx.Query(ctx, `SELECT asset_id, kind, content_type, size_bytes, duration_ms, width, height, created_at, object_key
-		FROM assets WHERE task_id = $1 AND tenant_id = $2 ORDER BY created_at, asset_id`, id, tenantID)
+	all, err := asset.OfTenantTask(ctx, tx, tenantID, id)
 	if err != nil {
 		return nil, err
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (output, error) {
-		var o output
-		err := row.Scan(&o.AssetID, &o.Kind, &o.ContentType, &o.SizeBytes, &o.DurationMS, &o.Width, &o.Height, &o.CreatedAt, &o.objectKey)
-		return o, err
-	})
-	if out == nil {
-		out = []output{}
+	out := make([]output, len(all))
+	for i, a := range all {
+		out[i] = output{AssetID: a.ID, Kind: string(a.Kind), ContentType: a.ContentType, SizeBytes: a.SizeBytes, DurationMS: a.DurationMS,
+			Width: a.Width, Height: a.Height, CreatedAt: a.CreatedAt, objectKey: a.ObjectKey}
 	}
-	return out, err
+	return out, nil
 }
 
 // progressTimeout bounds the Redis read of a task's live progress: a

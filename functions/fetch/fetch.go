@@ -33,11 +33,11 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/asset"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
@@ -108,14 +108,10 @@ func (f *fetcher) work(ctx context.Context, d stage.Delivery[task.FetchRequested
 		return fmt.Errorf("stored object %s has no usable sha256 (%q)", key, obj.SHA256)
 	}
 	return d.Locked(ctx, task.Fetching, func(ctx context.Context, tx pgx.Tx, cur task.Task) error {
-		assetID := uuid.Must(uuid.NewV7())
-		err := tx.QueryRow(ctx, `INSERT INTO assets (asset_id, tenant_id, task_id, kind, status, object_key, checksum_sha256, size_bytes, content_type)
-			VALUES ($1, $2, $3, 'SOURCE', 'PROCESSING', $4, $5, $6, $7)
-			ON CONFLICT (task_id) WHERE kind = 'SOURCE' AND task_id IS NOT NULL
-			DO UPDATE SET checksum_sha256 = excluded.checksum_sha256, size_bytes = excluded.size_bytes
-			RETURNING asset_id`, assetID, cur.TenantID, cur.ID, key, sum, obj.Size, contentType(obj)).Scan(&assetID)
+		assetID, err := asset.RecordOutput(ctx, tx, asset.NewOutput{TenantID: cur.TenantID, TaskID: cur.ID, ObjectKey: key,
+			SHA256: sum, SizeBytes: obj.Size, ContentType: contentType(obj)})
 		if err != nil {
-			return fmt.Errorf("record output asset: %w", err)
+			return err
 		}
 		probe, err := o.Emit(cur, task.Postprocess{TaskID: cur.ID, AssetID: assetID, Step: catalog.TagProbe})
 		if err != nil {

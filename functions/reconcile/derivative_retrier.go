@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/asset"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/task"
@@ -57,40 +57,25 @@ func (s *DerivativeRetrier) Run(ctx context.Context) error {
 func (s *DerivativeRetrier) RunOnce(ctx context.Context) (int, error) { return s.pass(ctx, clock(s.p)) }
 
 func (s *DerivativeRetrier) pass(ctx context.Context, now time.Time) (int, error) {
-	rows, err := s.p.Pool.Query(ctx, `SELECT t.task_id, a.asset_id, m.kind FROM generation_tasks t
-		CROSS JOIN LATERAL unnest(t.missing_derivatives) AS m(kind)
-		JOIN assets a ON a.task_id = t.task_id AND a.kind = 'SOURCE'
-		LEFT JOIN derivative_failures f ON f.source_asset_id = a.asset_id AND f.kind = m.kind
-		WHERE t.status IN ('SUCCEEDED', 'CANCELED_WITH_OUTPUT') AND coalesce(f.failures, 0) < $3
-		AND t.updated_at < $1::timestamptz - interval '1 millisecond' * $2
-		ORDER BY t.updated_at LIMIT $4`, now, s.p.Journey.StuckAfter.Milliseconds(), s.cfg.MaxTries, s.cfg.Batch)
-	if err != nil {
-		return 0, fmt.Errorf("scan missing derivatives: %w", err)
-	}
-	type missing struct {
-		taskID, assetID uuid.UUID
-		kind            string
-	}
-	todo, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (missing, error) {
-		var m missing
-		err := row.Scan(&m.taskID, &m.assetID, &m.kind)
-		return m, err
+	todo, err := asset.LackingDerivatives(ctx, s.p.Pool, asset.LackingParams{
+		Finished: []string{string(task.Succeeded), string(task.CanceledWithOut)},
+		Now:      now, StuckAfter: s.p.Journey.StuckAfter, MaxFailures: s.cfg.MaxTries, Limit: s.cfg.Batch,
 	})
 	if err != nil {
 		return 0, err
 	}
 	for _, m := range todo {
 		err := pgx.BeginFunc(ctx, s.p.Pool, func(tx pgx.Tx) error {
-			t, err := task.Get(ctx, tx, m.taskID)
+			t, err := task.Get(ctx, tx, m.TaskID)
 			if err != nil {
 				return err
 			}
-			step := catalog.DerivativeStep(m.kind)
-			e, err := scanOrigin.Emit(t, task.Postprocess{TaskID: t.ID, AssetID: m.assetID, Step: step})
+			step := catalog.DerivativeStep(string(m.Kind))
+			e, err := scanOrigin.Emit(t, task.Postprocess{TaskID: t.ID, AssetID: m.SourceID, Step: step})
 			if err != nil {
 				return err
 			}
-			ctx, span, err := task.ContinueTrace(ctx, tx, t.ID, "reconcile missing "+m.kind)
+			ctx, span, err := task.ContinueTrace(ctx, tx, t.ID, "reconcile missing "+string(m.Kind))
 			defer span.End()
 			if err != nil {
 				return err
@@ -99,14 +84,14 @@ func (s *DerivativeRetrier) pass(ctx context.Context, now time.Time) (int, error
 				return err
 			}
 			if err := record(ctx, tx, repair{Kind: RepairDerivativeRetry, AggregateType: task.AggregateType, AggregateID: t.ID.String(),
-				Reason: fmt.Sprintf("the finished task lacks its optional %s; asked again", m.kind)}); err != nil {
+				Reason: fmt.Sprintf("the finished task lacks its optional %s; asked again", m.Kind)}); err != nil {
 				return err
 			}
 			// The task stays finished; its clock only paces the retries.
 			return task.Pace(ctx, tx, t.ID)
 		})
 		if err != nil {
-			return 0, fmt.Errorf("retry missing %s of task %s: %w", m.kind, m.taskID, err)
+			return 0, fmt.Errorf("retry missing %s of task %s: %w", m.Kind, m.TaskID, err)
 		}
 	}
 	return len(todo), nil

@@ -7,10 +7,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/asset"
 	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/outbox"
@@ -47,8 +47,8 @@ func (s *TaskRescuer) lostFetch(_ context.Context, _ pgx.Tx, t task.Task) ([]out
 // lostMedia re-emits only what is missing: the probe when the output was
 // never probed, else the derivatives that do not exist yet.
 func (s *TaskRescuer) lostMedia(ctx context.Context, tx pgx.Tx, t task.Task) ([]outbox.Event, error) {
-	var assetID uuid.UUID
-	if err := tx.QueryRow(ctx, `SELECT asset_id FROM assets WHERE task_id = $1 AND kind = 'SOURCE'`, t.ID).Scan(&assetID); err != nil {
+	assetID, err := asset.OutputOf(ctx, tx, t.ID)
+	if err != nil {
 		return nil, fmt.Errorf("output of task in media processing: %w", err)
 	}
 	source, err := stage.ReadAsset(ctx, tx, t, assetID)
@@ -57,17 +57,13 @@ func (s *TaskRescuer) lostMedia(ctx context.Context, tx pgx.Tx, t task.Task) ([]
 	}
 	steps := []string{catalog.TagProbe}
 	if source.Probed {
-		rows, err := tx.Query(ctx, `SELECT kind FROM assets WHERE source_asset_id = $1`, assetID)
-		if err != nil {
-			return nil, err
-		}
-		have, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		have, err := asset.DerivativeKinds(ctx, tx, assetID)
 		if err != nil {
 			return nil, err
 		}
 		steps = nil
 		for _, step := range stage.DerivativeSteps(source.HasAudio) {
-			if !slices.Contains(have, catalog.DerivativeKind(step)) {
+			if !slices.Contains(have, asset.Kind(catalog.DerivativeKind(step))) {
 				steps = append(steps, step)
 			}
 		}

@@ -3,10 +3,8 @@ package stage
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/shared/asset"
 	"github.com/aivedio/pipeline/shared/catalog"
@@ -16,15 +14,12 @@ import (
 	"github.com/aivedio/pipeline/shared/task"
 )
 
-// Asset is the part of an assets row the media stages read.
+// Asset is a task's output as the media stages read it: an [asset.Asset]
+// that [ReadAsset] found to be the task's, of the task's tenant.
 type Asset struct {
-	ID         uuid.UUID
-	TenantID   uuid.UUID
-	TaskID     uuid.UUID
-	Kind       string
-	ObjectKey  string
-	Probed     bool
-	HasAudio   bool
+	asset.Asset
+	// DurationMS is the probed duration, 0 before the probe (the
+	// embedded asset's is nil then): what a frame offset is computed from.
 	DurationMS int64
 }
 
@@ -34,25 +29,25 @@ type Asset struct {
 // tenant is checked, not only its task), quarantined, never auto-fixed.
 func ReadAsset(ctx context.Context, q pg.Querier, t task.Task, assetID uuid.UUID) (Asset, error) {
 	taskID := t.ID
-	var a Asset
-	var owner *uuid.UUID
-	err := q.QueryRow(ctx, `SELECT asset_id, tenant_id, task_id, kind, object_key, probe IS NOT NULL, audio_codec IS NOT NULL, coalesce(duration_ms, 0)
-		FROM assets WHERE asset_id = $1`, assetID).Scan(&a.ID, &a.TenantID, &owner, &a.Kind, &a.ObjectKey, &a.Probed, &a.HasAudio, &a.DurationMS)
-	if errors.Is(err, pgx.ErrNoRows) {
+	a, err := asset.Get(ctx, q, assetID)
+	if errors.Is(err, asset.ErrNotFound) {
 		return Asset{}, outcome.Permanentf("asset.not_found", "asset %s does not exist", assetID)
 	}
 	if err != nil {
-		return Asset{}, fmt.Errorf("read asset %s: %w", assetID, err)
+		return Asset{}, err
 	}
-	if owner == nil || *owner != taskID {
+	if a.TaskID == nil || *a.TaskID != taskID {
 		return Asset{}, outcome.Permanentf("asset.wrong_task", "asset %s is not an output of task %s", assetID, taskID)
 	}
 	if a.TenantID != t.TenantID {
 		return Asset{}, outcome.Permanentf("security.tenant_mismatch", "asset %s of task %s belongs to tenant %s, not to the task's tenant %s",
 			assetID, taskID, a.TenantID, t.TenantID)
 	}
-	a.TaskID = *owner
-	return a, nil
+	out := Asset{Asset: a}
+	if a.DurationMS != nil {
+		out.DurationMS = *a.DurationMS
+	}
+	return out, nil
 }
 
 // DerivativeSteps are the derivatives a generated video needs: a proxy and a

@@ -2,12 +2,12 @@ package stage
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/asset"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/review"
@@ -22,17 +22,13 @@ import (
 // review stage for an approval, each under the task's row lock, so exactly
 // one of them, whatever the order, sees the task complete.
 func FinishMedia(ctx context.Context, tx pgx.Tx, o task.Origin, cur task.Task, source Asset) error {
-	rows, err := tx.Query(ctx, `SELECT kind FROM assets WHERE source_asset_id = $1`, source.ID)
+	have, err := asset.DerivativeKinds(ctx, tx, source.ID)
 	if err != nil {
-		return fmt.Errorf("list derivatives: %w", err)
-	}
-	have, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return fmt.Errorf("list derivatives: %w", err)
+		return err
 	}
 	for _, step := range DerivativeSteps(source.HasAudio) {
 		kind := catalog.DerivativeKind(step)
-		if !slices.Contains(have, kind) && !slices.Contains(cur.MissingDerivatives, kind) {
+		if !slices.Contains(have, asset.Kind(kind)) && !slices.Contains(cur.MissingDerivatives, kind) {
 			return nil // another step is still running
 		}
 	}

@@ -89,7 +89,7 @@ func addDerivative(ctx context.Context, q pg.Querier, tenantID uuid.UUID, taskID
 	if err != nil || len(sum) != 32 {
 		return fmt.Errorf("stored %s has no usable sha256", obj.Key)
 	}
-	_, err = asset.AddDerivative(ctx, q, asset.NewDerivative{TenantID: tenantID, TaskID: taskID, SourceID: sourceID, Kind: d.kind,
+	_, err = asset.AddDerivative(ctx, q, asset.NewDerivative{TenantID: tenantID, TaskID: taskID, SourceID: sourceID, Kind: asset.Kind(d.kind),
 		ObjectKey: obj.Key, SHA256: sum, SizeBytes: obj.Size, ContentType: d.contentType})
 	return err
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/asset"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/media"
@@ -93,9 +94,9 @@ func (s *transcoder) work(ctx context.Context, delivery stage.Delivery[task.Post
 	if err != nil {
 		return err
 	}
-	var exists bool
-	if err := s.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM assets WHERE source_asset_id = $1 AND kind = $2)`, source.ID, d.kind).Scan(&exists); err != nil {
-		return fmt.Errorf("look for derivative: %w", err)
+	exists, err := asset.HasDerivative(ctx, s.Pool, source.ID, asset.Kind(d.kind))
+	if err != nil {
+		return err
 	}
 	var obj blob.Object
 	if !exists {
@@ -109,7 +110,7 @@ func (s *transcoder) work(ctx context.Context, delivery stage.Delivery[task.Post
 			mediaErr *media.ExitError
 			deadline *media.DeadlineError
 		)
-		if err != nil && d.kind != "PROXY" && (errors.As(err, &mediaErr) || errors.As(err, &deadline)) {
+		if err != nil && asset.Kind(d.kind) != asset.KindProxy && (errors.As(err, &mediaErr) || errors.As(err, &deadline)) {
 			// An optional derivative ffmpeg cannot make must not hold a
 			// paid generation back (docs/operations.md, "Degradation").
 			return s.optionalFailed(ctx, delivery, source, d, err, background)

@@ -36,7 +36,7 @@ func (s *transcoder) upload(ctx context.Context, delivery stage.Delivery[task.Po
 	if err != nil {
 		return err
 	}
-	if a.Status != asset.Ready || a.MediaType != asset.Video || slices.ContainsFunc(have, func(x asset.Asset) bool { return x.Kind == d.kind }) {
+	if a.Status != asset.Ready || a.MediaType != asset.Video || slices.ContainsFunc(have, func(x asset.Asset) bool { return x.Kind == asset.Kind(d.kind) }) {
 		return delivery.Noop(ctx)
 	}
 	key, err := blob.AssetKey(a.TenantID.String(), a.ID.String(), d.file)

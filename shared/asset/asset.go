@@ -43,14 +43,17 @@ const (
 	Image MediaType = "IMAGE"
 )
 
-// Kind values of assets.kind: what role the object plays. Uploads and
-// provider outputs are originals (SOURCE).
+// Kind is assets.kind: what role the object plays. Uploads and provider
+// outputs are originals (SOURCE).
+type Kind string
+
+// The kinds (the table's CHECK constraint).
 const (
-	KindSource    = "SOURCE"
-	KindProxy     = "PROXY"
-	KindThumbnail = "THUMBNAIL"
-	KindWaveform  = "WAVEFORM"
-	KindRender    = "RENDER"
+	KindSource    Kind = "SOURCE"
+	KindProxy     Kind = "PROXY"
+	KindThumbnail Kind = "THUMBNAIL"
+	KindWaveform  Kind = "WAVEFORM"
+	KindRender    Kind = "RENDER"
 )
 
 // Errors callers branch on.
@@ -69,7 +72,7 @@ type Asset struct {
 	TenantID      uuid.UUID
 	TaskID        *uuid.UUID // the generation task it came from; nil for uploads and renders
 	SourceAssetID *uuid.UUID // what a derivative was made from
-	Kind          string
+	Kind          Kind
 	Status        Status
 	MediaType     MediaType // uploads only
 	Filename      string    // uploads only
@@ -82,10 +85,12 @@ type Asset struct {
 	Height        *int
 	VideoCodec    string
 	AudioCodec    string
+	HasAudio      bool // the probe found an audio stream (audio_codec is set)
 	Probed        bool
 	ErrorCode     string
 	ErrorMessage  string
-	Rescues       int // the reconciler's re-emissions of an upload's probe that reached the probe stage
+	Rescues       int    // the reconciler's re-emissions of an upload's probe that reached the probe stage
+	RequestHash   []byte // of an upload's announcement, to tell a retry under its idempotency key from a reuse; nil for others
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	// Review is the status of the content review of the generation the
@@ -116,14 +121,14 @@ func (a Asset) Unusable() string {
 
 const columns = `asset_id, tenant_id, task_id, source_asset_id, kind, status, coalesce(media_type, ''), coalesce(filename, ''),
 	object_key, checksum_sha256, size_bytes, content_type, duration_ms, width, height, coalesce(video_codec, ''), coalesce(audio_codec, ''),
-	probe IS NOT NULL, coalesce(error_code, ''), coalesce(error_message, ''), rescues, created_at, updated_at,
+	audio_codec IS NOT NULL, probe IS NOT NULL, coalesce(error_code, ''), coalesce(error_message, ''), rescues, request_hash, created_at, updated_at,
 	coalesce((SELECT r.status FROM task_reviews r WHERE r.task_id = assets.task_id AND r.status <> 'APPROVED'), '')`
 
 func scan(row pgx.Row) (Asset, error) {
 	var a Asset
 	err := row.Scan(&a.ID, &a.TenantID, &a.TaskID, &a.SourceAssetID, &a.Kind, &a.Status, &a.MediaType, &a.Filename,
 		&a.ObjectKey, &a.SHA256, &a.SizeBytes, &a.ContentType, &a.DurationMS, &a.Width, &a.Height, &a.VideoCodec, &a.AudioCodec,
-		&a.Probed, &a.ErrorCode, &a.ErrorMessage, &a.Rescues, &a.CreatedAt, &a.UpdatedAt, &a.Review)
+		&a.HasAudio, &a.Probed, &a.ErrorCode, &a.ErrorMessage, &a.Rescues, &a.RequestHash, &a.CreatedAt, &a.UpdatedAt, &a.Review)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Asset{}, ErrNotFound
 	}
@@ -218,7 +223,7 @@ type NewDerivative struct {
 	TenantID    uuid.UUID
 	TaskID      *uuid.UUID // the task whose output it derives from; nil for an upload's
 	SourceID    uuid.UUID
-	Kind        string // KindProxy, KindThumbnail or KindWaveform
+	Kind        Kind // KindProxy, KindThumbnail or KindWaveform
 	ObjectKey   string
 	SHA256      []byte
 	SizeBytes   int64

@@ -1,7 +1,6 @@
 package asset
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -12,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/idempotency"
 	"github.com/aivedio/pipeline/shared/pg"
 )
 
@@ -33,31 +33,24 @@ type NewUpload struct {
 // announced one under the same idempotency key it returns that one with
 // created false; a different announcement is [ErrIdempotencyConflict].
 func CreateUpload(ctx context.Context, tx pgx.Tx, n NewUpload) (a Asset, created bool, err error) {
-	a, err = scan(tx.QueryRow(ctx, `INSERT INTO assets (asset_id, tenant_id, kind, status, media_type, filename, client_idempotency_key,
+	return idempotency.Create(ctx, tx, uploadByIdempotencyKey, idempotency.Key{TenantID: n.TenantID, Key: n.IdempotencyKey, RequestHash: n.RequestHash},
+		`INSERT INTO assets (asset_id, tenant_id, kind, status, media_type, filename, client_idempotency_key,
 			request_hash, object_key, checksum_sha256, size_bytes, content_type)
-		VALUES ($1, $2, 'SOURCE', 'PENDING_UPLOAD', $3, $4, $5, $6, $7, $8, $9, $10)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT (tenant_id, client_idempotency_key) WHERE client_idempotency_key IS NOT NULL DO NOTHING
 		RETURNING `+columns,
-		n.ID, n.TenantID, n.MediaType, n.Filename, n.IdempotencyKey, n.RequestHash, n.ObjectKey, n.SHA256, n.SizeBytes, n.ContentType))
-	if errors.Is(err, ErrNotFound) {
-		var hash []byte
-		existing, err := scan(tx.QueryRow(ctx, `SELECT `+columns+` FROM assets WHERE tenant_id = $1 AND client_idempotency_key = $2`,
-			n.TenantID, n.IdempotencyKey))
-		if err != nil {
-			return Asset{}, false, fmt.Errorf("read upload of idempotency key: %w", err)
-		}
-		if err := tx.QueryRow(ctx, `SELECT request_hash FROM assets WHERE asset_id = $1`, existing.ID).Scan(&hash); err != nil {
-			return Asset{}, false, fmt.Errorf("read upload of idempotency key: %w", err)
-		}
-		if !bytes.Equal(hash, n.RequestHash) {
-			return existing, false, ErrIdempotencyConflict
-		}
-		return existing, false, nil
-	}
-	if err != nil {
-		return Asset{}, false, fmt.Errorf("create upload: %w", err)
-	}
-	return a, true, nil
+		n.ID, n.TenantID, KindSource, PendingUpload, n.MediaType, n.Filename, n.IdempotencyKey, n.RequestHash, n.ObjectKey, n.SHA256, n.SizeBytes, n.ContentType)
+}
+
+// uploadByIdempotencyKey is how [CreateUpload] finds the upload a key
+// already names.
+var uploadByIdempotencyKey = idempotency.Table[Asset]{
+	Name:        "upload",
+	Existing:    `SELECT ` + columns + ` FROM assets WHERE tenant_id = $1 AND client_idempotency_key = $2`,
+	Scan:        scan,
+	NotFound:    ErrNotFound,
+	RequestHash: func(a Asset) []byte { return a.RequestHash },
+	Conflict:    ErrIdempotencyConflict,
 }
 
 // MarkUploaded moves an upload whose stored object was checked from

@@ -2,12 +2,11 @@ package preview
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/asset"
 	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/inbox"
@@ -40,7 +39,8 @@ type Attempt struct {
 	ResponseAt     *time.Time `json:"response_at,omitempty"`
 }
 
-// Asset is an assets row of the task.
+// Asset is an asset of the task as a report shows it: the part of an
+// [asset.Asset] the rules read, under the report's JSON names.
 type Asset struct {
 	AssetID       uuid.UUID  `json:"asset_id"`
 	Kind          string     `json:"kind"`
@@ -48,6 +48,10 @@ type Asset struct {
 	SizeBytes     int64      `json:"size_bytes"`
 	SourceAssetID *uuid.UUID `json:"source_asset_id,omitempty"`
 	CreatedAt     time.Time  `json:"created_at"`
+}
+
+func assetOf(a asset.Asset) Asset {
+	return Asset{AssetID: a.ID, Kind: string(a.Kind), ObjectKey: a.ObjectKey, SizeBytes: a.SizeBytes, SourceAssetID: a.SourceAssetID, CreatedAt: a.CreatedAt}
 }
 
 // Asset finds one of the task's assets.
@@ -74,19 +78,13 @@ func ReadEffects(ctx context.Context, q pg.Querier, t task.Task) (Effects, error
 			ProviderJobID: a.ProviderJobID, IdempotencyKey: a.IdempotencyKey, ErrorCode: a.ErrorCode, CreatedAt: a.CreatedAt.UTC(), ResponseAt: pg.UTC(a.ResponseAt)})
 	}
 
-	rows, err := q.Query(ctx, `SELECT asset_id, kind, object_key, size_bytes, source_asset_id, created_at
-		FROM assets WHERE task_id = $1 ORDER BY created_at, asset_id`, t.ID)
+	assets, err := asset.OfTask(ctx, q, t.ID)
 	if err != nil {
-		return Effects{}, fmt.Errorf("read assets of task %s: %w", t.ID, err)
+		return Effects{}, err
 	}
-	e.Assets, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Asset, error) {
-		var a Asset
-		err := r.Scan(&a.AssetID, &a.Kind, &a.ObjectKey, &a.SizeBytes, &a.SourceAssetID, &a.CreatedAt)
-		a.CreatedAt = a.CreatedAt.UTC()
-		return a, err
-	})
-	if err != nil {
-		return Effects{}, fmt.Errorf("read assets of task %s: %w", t.ID, err)
+	e.Assets = make([]Asset, len(assets))
+	for i, a := range assets {
+		e.Assets[i] = assetOf(a)
 	}
 	if e.Reservation, e.Ledger, err = billing.OfTask(ctx, q, t.TenantID, t.ID); err != nil {
 		return Effects{}, err

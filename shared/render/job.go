@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aivedio/pipeline/shared/aggregate"
+	"github.com/aivedio/pipeline/shared/idempotency"
 	"github.com/aivedio/pipeline/shared/pg"
 	"github.com/aivedio/pipeline/shared/telemetry"
 )
@@ -115,27 +116,23 @@ type New struct {
 // [ErrIdempotencyConflict].
 func Create(ctx context.Context, tx pgx.Tx, n New) (j Job, created bool, err error) {
 	traceParent, _ := telemetry.TraceParent(ctx) // what a reconciler re-drive continues
-	j, err = scanJob(tx.QueryRow(ctx, `INSERT INTO render_jobs
+	return idempotency.Create(ctx, tx, byIdempotencyKey, idempotency.Key{TenantID: n.TenantID, Key: n.IdempotencyKey, RequestHash: n.RequestHash},
+		`INSERT INTO render_jobs
 		(tenant_id, project_revision_id, render_spec_id, profile, render_key, duration_us, priority, client_idempotency_key, request_hash, trace_parent)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''))
 		ON CONFLICT (tenant_id, client_idempotency_key) DO NOTHING
 		RETURNING `+jobColumns,
-		n.TenantID, n.RevisionID, n.SpecID, n.Profile, n.Key, n.DurationUS, n.Priority, n.IdempotencyKey, n.RequestHash, traceParent))
-	if errors.Is(err, ErrNotFound) {
-		existing, err := scanJob(tx.QueryRow(ctx, `SELECT `+jobColumns+` FROM render_jobs
-			WHERE tenant_id = $1 AND client_idempotency_key = $2`, n.TenantID, n.IdempotencyKey))
-		if err != nil {
-			return Job{}, false, fmt.Errorf("read render of idempotency key: %w", err)
-		}
-		if string(existing.RequestHash) != string(n.RequestHash) {
-			return existing, false, ErrIdempotencyConflict
-		}
-		return existing, false, nil
-	}
-	if err != nil {
-		return Job{}, false, fmt.Errorf("create render: %w", err)
-	}
-	return j, true, nil
+		n.TenantID, n.RevisionID, n.SpecID, n.Profile, n.Key, n.DurationUS, n.Priority, n.IdempotencyKey, n.RequestHash, traceParent)
+}
+
+// byIdempotencyKey is how [Create] finds the render a key already names.
+var byIdempotencyKey = idempotency.Table[Job]{
+	Name:        "render",
+	Existing:    `SELECT ` + jobColumns + ` FROM render_jobs WHERE tenant_id = $1 AND client_idempotency_key = $2`,
+	Scan:        scanJob,
+	NotFound:    ErrNotFound,
+	RequestHash: func(j Job) []byte { return j.RequestHash },
+	Conflict:    ErrIdempotencyConflict,
 }
 
 // Get reads one render.

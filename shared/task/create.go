@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/aivedio/pipeline/shared/idempotency"
 	"github.com/aivedio/pipeline/shared/pg"
 	"github.com/aivedio/pipeline/shared/telemetry"
 )
@@ -42,30 +43,30 @@ func Create(ctx context.Context, tx pgx.Tx, o Origin, n New) (t Task, created bo
 	if inputs == nil {
 		inputs = []uuid.UUID{}
 	}
-	t, err = scan(tx.QueryRow(ctx, `INSERT INTO generation_tasks
+	t, created, err = idempotency.Create(ctx, tx, byIdempotencyKey, idempotency.Key{TenantID: n.TenantID, Key: n.IdempotencyKey, RequestHash: n.RequestHash},
+		`INSERT INTO generation_tasks
 		(tenant_id, client_idempotency_key, request_hash, model, prompt, duration_seconds, resolution, input_asset_ids, priority, trace_parent)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''))
 		ON CONFLICT (tenant_id, client_idempotency_key) DO NOTHING
 		RETURNING `+selectColumns,
-		n.TenantID, n.IdempotencyKey, n.RequestHash, n.Model, n.Prompt, n.DurationSeconds, n.Resolution, inputs, n.Priority, traceParentOf(ctx)))
-	if errors.Is(err, ErrNotFound) {
-		existing, err := scan(tx.QueryRow(ctx, `SELECT `+selectColumns+` FROM generation_tasks
-			WHERE tenant_id = $1 AND client_idempotency_key = $2`, n.TenantID, n.IdempotencyKey))
-		if err != nil {
-			return Task{}, false, fmt.Errorf("read task of idempotency key: %w", err)
-		}
-		if string(existing.RequestHash) != string(n.RequestHash) {
-			return existing, false, ErrIdempotencyConflict
-		}
-		return existing, false, nil
-	}
-	if err != nil {
-		return Task{}, false, fmt.Errorf("create task: %w", err)
+		n.TenantID, n.IdempotencyKey, n.RequestHash, n.Model, n.Prompt, n.DurationSeconds, n.Resolution, inputs, n.Priority, traceParentOf(ctx))
+	if err != nil || !created {
+		return t, false, err
 	}
 	if err := record(ctx, tx, o, "", t, "created", nil); err != nil {
 		return Task{}, false, err
 	}
 	return t, true, nil
+}
+
+// byIdempotencyKey is how [Create] finds the task a key already names.
+var byIdempotencyKey = idempotency.Table[Task]{
+	Name:        "task",
+	Existing:    `SELECT ` + selectColumns + ` FROM generation_tasks WHERE tenant_id = $1 AND client_idempotency_key = $2`,
+	Scan:        scan,
+	NotFound:    ErrNotFound,
+	RequestHash: func(t Task) []byte { return t.RequestHash },
+	Conflict:    ErrIdempotencyConflict,
 }
 
 // traceParentOf is ctx's span as a W3C traceparent, "" without one.
