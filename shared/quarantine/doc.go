@@ -28,10 +28,13 @@
 //
 // [List] selects rows by a [Filter] (consumer, error class, category or
 // code, status, time range), oldest first, without their bodies; [Read] and
-// [OfEvent] return rows whole. Every row carries its group's owner and
+// [OfEvent] return rows whole, [Stored.Detail] fit to read with the event
+// it carries ([Stored.Event]). Every row carries its group's owner and
 // handling deadline from the catalog; [OpenCounts] and [Collector] export
-// the open ones for alerting. [SelectEvents], [Copies], [MarkReplayed] and
-// [MarkDiscarded] serve replay (shared/replay): one row per event however
-// many payloads it came with, and every open row of an event closed in the
-// transaction that decides it.
+// the open ones for alerting. [SelectEvents], [Copies], [LockEvent],
+// [MarkReplayed] and [MarkDiscarded] serve replay (shared/replay): one row
+// per event however many payloads it came with, one decision at a time
+// about an event's rows, and every open row of an event closed in the
+// transaction that decides it. A row is QUARANTINED until it is REPLAYED
+// or DISCARDED ([Status]).
 package quarantine

@@ -14,7 +14,13 @@ import (
 	"github.com/aivedio/pipeline/shared/pg"
 )
 
-// Quarantine row statuses, and the filter value that takes them all.
+// Status is the state of a quarantine row: its status column. A row is
+// QUARANTINED (open) until it is REPLAYED or DISCARDED, for good.
+type Status string
+
+// The statuses of a row, and the filter value that takes them all. They
+// are untyped so that [Message.Status] and [Filter.Status], strings a
+// person and a query string write, take them as they are.
 const (
 	Quarantined = "QUARANTINED"
 	Replayed    = "REPLAYED"
@@ -226,8 +232,8 @@ func OpenCounts(ctx context.Context, db pg.Querier, consumer string, handleWithi
 		deadline = "first_failed_at < now() - interval '1 millisecond' * " + strconv.FormatInt(handleWithin.Milliseconds(), 10)
 	}
 	rows, err := db.Query(ctx, `SELECT consumer_name, category, count(*), count(*) FILTER (WHERE `+deadline+`), min(first_failed_at)
-		FROM message_quarantine WHERE status = 'QUARANTINED' AND ($1 = '' OR consumer_name = $1)
-		GROUP BY consumer_name, category ORDER BY consumer_name, category`, consumer)
+		FROM message_quarantine WHERE status = $2 AND ($1 = '' OR consumer_name = $1)
+		GROUP BY consumer_name, category ORDER BY consumer_name, category`, consumer, Quarantined)
 	if err != nil {
 		return nil, fmt.Errorf("count open quarantine: %w", err)
 	}

@@ -2,18 +2,22 @@ package quarantine
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/ceprops"
+	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/pg"
 )
 
@@ -58,9 +62,13 @@ type Message struct {
 	Discard *Discard `json:"discard,omitempty"`
 }
 
+// Open reports whether the message is still QUARANTINED: neither
+// replayed nor discarded.
+func (m Message) Open() bool { return m.Status == Quarantined }
+
 // Overdue reports whether an open message is past its group's deadline.
 func (m Message) Overdue(now time.Time) bool {
-	return m.Status == Quarantined && !m.DueAt.IsZero() && now.After(m.DueAt)
+	return m.Open() && !m.DueAt.IsZero() && now.After(m.DueAt)
 }
 
 // Discard is who discarded a message, when, under which ticket and why.
@@ -78,6 +86,46 @@ type Stored struct {
 	Message
 	Properties map[string]string
 	Body       []byte
+}
+
+// Event reads the envelope the message carries: its properties and body
+// are the broker message as the CloudEvents RocketMQ binding wrote it,
+// read back with the binding's own mapping, and the envelope is validated
+// as a stage would.
+func (s Stored) Event() (envelope.Envelope, error) {
+	ev, err := ceprops.ToEvent(s.Properties, s.Body)
+	if err != nil {
+		return envelope.Envelope{}, err
+	}
+	return envelope.FromCloudEvent(*ev)
+}
+
+// Detail is a row whole, fit to read: its properties, its body, and the
+// event it carries.
+type Detail struct {
+	Message
+	Properties map[string]string `json:"properties"`
+	// Body is the message body as text when it is UTF-8, else base64.
+	Body         string             `json:"body"`
+	BodyEncoding string             `json:"body_encoding"` // "utf-8" or "base64"
+	Event        *envelope.Envelope `json:"event,omitempty"`
+	EventError   string             `json:"event_error,omitempty"`
+}
+
+// Detail is s made fit to read.
+func (s Stored) Detail() Detail {
+	d := Detail{Message: s.Message, Properties: s.Properties}
+	if utf8.Valid(s.Body) {
+		d.Body, d.BodyEncoding = string(s.Body), "utf-8"
+	} else {
+		d.Body, d.BodyEncoding = base64.StdEncoding.EncodeToString(s.Body), "base64"
+	}
+	if env, err := s.Event(); err != nil {
+		d.EventError = err.Error()
+	} else {
+		d.Event = &env
+	}
+	return d
 }
 
 // messageColumns are what scanMessage reads.
@@ -161,7 +209,8 @@ func OfEvent(ctx context.Context, q pg.Querier, eventID uuid.UUID, consumer stri
 		sql += ` AND consumer_name = $2`
 		args = append(args, consumer)
 	}
-	rows, err := q.Query(ctx, sql+` ORDER BY (status = 'QUARANTINED') DESC, received_at, quarantine_id`, args...)
+	args = append(args, Quarantined)
+	rows, err := q.Query(ctx, sql+` ORDER BY (status = $`+strconv.Itoa(len(args))+`) DESC, received_at, quarantine_id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("find quarantined event %s: %w", eventID, err)
 	}
@@ -175,8 +224,8 @@ func Copies(ctx context.Context, q pg.Querier, m Message) ([]uuid.UUID, error) {
 		return nil, nil
 	}
 	rows, err := q.Query(ctx, `SELECT quarantine_id FROM message_quarantine
-		WHERE consumer_name = $1 AND event_id = $2 AND quarantine_id <> $3 AND status = 'QUARANTINED'
-		ORDER BY received_at, quarantine_id`, m.Consumer, m.EventID, m.QuarantineID)
+		WHERE consumer_name = $1 AND event_id = $2 AND quarantine_id <> $3 AND status = $4
+		ORDER BY received_at, quarantine_id`, m.Consumer, m.EventID, m.QuarantineID, Quarantined)
 	if err != nil {
 		return nil, fmt.Errorf("read copies of quarantine row %s: %w", m.QuarantineID, err)
 	}
@@ -186,12 +235,26 @@ func Copies(ctx context.Context, q pg.Querier, m Message) ([]uuid.UUID, error) {
 // MarkReplayed marks the open rows of an event for a consumer REPLAYED,
 // in the transaction that wrote the replay, and counts them.
 func MarkReplayed(ctx context.Context, tx pgx.Tx, consumer, eventID string) (int64, error) {
-	tag, err := tx.Exec(ctx, `UPDATE message_quarantine SET status = 'REPLAYED'
-		WHERE consumer_name = $1 AND event_id = $2 AND status = 'QUARANTINED'`, consumer, eventID)
+	tag, err := tx.Exec(ctx, `UPDATE message_quarantine SET status = $3
+		WHERE consumer_name = $1 AND event_id = $2 AND status = $4`, consumer, eventID, Replayed, Quarantined)
 	if err != nil {
 		return 0, fmt.Errorf("mark quarantine of %s replayed: %w", eventID, err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// LockEvent serialises every decision about the message of m's event to
+// m's consumer (replaying it, discarding it) until tx ends, so that a
+// message is either replayed or discarded, and replayed once.
+func LockEvent(ctx context.Context, tx pgx.Tx, m Message) error {
+	key := m.EventID
+	if key == "" {
+		key = m.QuarantineID.String()
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "replay/"+m.Consumer+"/"+key); err != nil {
+		return fmt.Errorf("lock replays of %s to %s: %w", key, m.Consumer, err)
+	}
+	return nil
 }
 
 // ErrNotOpen: the message was replayed or discarded already.
@@ -201,7 +264,8 @@ var ErrNotOpen = errors.New("quarantined message is not open")
 // event for its consumer, with the audit d, in tx. It returns the rows
 // marked; a row that is not open is [ErrNotOpen], saying what it is.
 func MarkDiscarded(ctx context.Context, tx pgx.Tx, id uuid.UUID, d Discard) (int64, error) {
-	var consumer, status string
+	var consumer string
+	var status Status
 	var eventID *uuid.UUID
 	err := tx.QueryRow(ctx, `SELECT consumer_name, event_id, status FROM message_quarantine WHERE quarantine_id = $1 FOR UPDATE`, id).
 		Scan(&consumer, &eventID, &status)
@@ -214,10 +278,10 @@ func MarkDiscarded(ctx context.Context, tx pgx.Tx, id uuid.UUID, d Discard) (int
 	if status != Quarantined {
 		return 0, fmt.Errorf("%w: message %s is %s already", ErrNotOpen, id, status)
 	}
-	tag, err := tx.Exec(ctx, `UPDATE message_quarantine SET status = 'DISCARDED',
+	tag, err := tx.Exec(ctx, `UPDATE message_quarantine SET status = $8,
 			discarded_at = $3, discarded_by = $4, discard_ticket = $5, discard_reason = $6
-		WHERE status = 'QUARANTINED' AND (quarantine_id = $1 OR (consumer_name = $2 AND event_id = $7))`,
-		id, consumer, d.At, d.Operator, d.Ticket, d.Reason, eventID)
+		WHERE status = $9 AND (quarantine_id = $1 OR (consumer_name = $2 AND event_id = $7))`,
+		id, consumer, d.At, d.Operator, d.Ticket, d.Reason, eventID, Discarded, Quarantined)
 	if err != nil {
 		return 0, fmt.Errorf("discard quarantine row %s: %w", id, err)
 	}

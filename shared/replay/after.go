@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/aggregate"
 	"github.com/aivedio/pipeline/shared/preview"
 )
 
@@ -44,7 +45,7 @@ const afterBatch = 100
 func (desk *Desk) RecordOutcomes(ctx context.Context) (int, error) {
 	rows, err := desk.db.Query(ctx, `SELECT r.replay_id, i.result_code, i.processed_at FROM message_replays r
 		JOIN inbox_dedup i ON i.consumer_name = r.consumer_name AND i.event_id = r.replay_event_id
-		WHERE r.status = 'EXECUTED' AND r.applied_at IS NULL ORDER BY r.executed_at LIMIT `+fmt.Sprint(afterBatch))
+		WHERE r.status = $1 AND r.applied_at IS NULL ORDER BY r.executed_at LIMIT `+fmt.Sprint(afterBatch), StatusExecuted)
 	if err != nil {
 		return 0, fmt.Errorf("find applied replays: %w", err)
 	}
@@ -64,58 +65,70 @@ func (desk *Desk) RecordOutcomes(ctx context.Context) (int, error) {
 	n := 0
 	var errs []error
 	for _, a := range found {
-		recorded := false
+		var res aggregate.Result
 		err := pgx.BeginFunc(ctx, desk.db, func(tx pgx.Tx) error {
-			cur, err := lockReplay(ctx, tx, a.id)
-			if err != nil {
-				return err
-			}
-			now, err := dbNow(ctx, tx)
-			if err != nil {
-				return err
-			}
-			after := After{AppliedAt: a.at.UTC(), Result: a.result, RecordedAt: now,
-				Effects: preview.Effects{Attempts: []preview.Attempt{}, Assets: []preview.Asset{}}}
-			if before := cur.rec.Plan.Task; before != nil {
-				after.BeforeStatus, after.BeforeVersion = before.Status, before.Version
-			}
-			r, err := readRow(ctx, tx, cur.rec.QuarantineID)
-			switch {
-			case errors.Is(err, ErrNotFound):
-				after.Note = "the quarantined message is gone (pruned), so its task is not known here"
-			case err != nil:
-				return err
-			default:
-				in, err := desk.inspect(ctx, tx, r, now, cur.ReplayID)
-				if err != nil {
-					return err
-				}
-				after.Task, after.Effects = in.report.Task, in.report.Effects
-				if after.Task == nil {
-					after.Note = "the event names no task that exists"
-				}
-			}
-			report, err := json.Marshal(after)
-			if err != nil {
-				return fmt.Errorf("encode after-snapshot: %w", err)
-			}
-			tag, err := tx.Exec(ctx, `UPDATE message_replays SET applied_at = $2, after_report = $3
-				WHERE replay_id = $1 AND applied_at IS NULL`, a.id, after.AppliedAt, string(report))
-			if err != nil {
-				return fmt.Errorf("record after-snapshot of replay %s: %w", a.id, err)
-			}
-			recorded = tag.RowsAffected() == 1
-			return nil
+			var err error
+			res, err = aggregate.Apply(ctx, tx, Kind, a.id, unrecorded, func(ctx context.Context, tx pgx.Tx, cur Replay) (aggregate.Result, error) {
+				return aggregate.Applied, desk.recordAfter(ctx, tx, cur, a.result, a.at)
+			})
+			return err
 		})
 		if err != nil {
 			// One replay that cannot be read must not hold the others back.
 			errs = append(errs, err)
 			continue
 		}
-		if recorded {
+		if res == aggregate.Applied {
 			n++
 			countStep(metricApplied)
 		}
 	}
 	return n, errors.Join(errs...)
+}
+
+// unrecorded holds for an executed replay whose after-snapshot is not
+// recorded yet.
+var unrecorded = aggregate.Transition[Status, Replay]{From: []Status{StatusExecuted}, If: func(r Replay) bool { return r.After == nil }}
+
+// recordAfter records cur's after-snapshot: its consumer committed the
+// replay event at at with result.
+func (desk *Desk) recordAfter(ctx context.Context, tx pgx.Tx, cur Replay, result string, at time.Time) error {
+	now, err := dbNow(ctx, tx)
+	if err != nil {
+		return err
+	}
+	after := After{AppliedAt: at.UTC(), Result: result, RecordedAt: now,
+		Effects: preview.Effects{Attempts: []preview.Attempt{}, Assets: []preview.Asset{}}}
+	if before := cur.Plan.Task; before != nil {
+		after.BeforeStatus, after.BeforeVersion = before.Status, before.Version
+	}
+	r, err := readRow(ctx, tx, cur.QuarantineID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		after.Note = "the quarantined message is gone (pruned), so its task is not known here"
+	case err != nil:
+		return err
+	default:
+		in, err := desk.inspect(ctx, tx, r, now, cur.ReplayID)
+		if err != nil {
+			return err
+		}
+		after.Task, after.Effects = in.report.Task, in.report.Effects
+		if after.Task == nil {
+			after.Note = "the event names no task that exists"
+		}
+	}
+	report, err := json.Marshal(after)
+	if err != nil {
+		return fmt.Errorf("encode after-snapshot: %w", err)
+	}
+	tag, err := tx.Exec(ctx, `UPDATE message_replays SET applied_at = $2, after_report = $3
+		WHERE replay_id = $1 AND applied_at IS NULL`, cur.ReplayID, after.AppliedAt, string(report))
+	if err != nil {
+		return fmt.Errorf("record after-snapshot of replay %s: %w", cur.ReplayID, err)
+	}
+	if n := tag.RowsAffected(); n != 1 {
+		return fmt.Errorf("record after-snapshot of replay %s: %d rows changed, want 1", cur.ReplayID, n)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -140,18 +141,7 @@ func (desk *Desk) approveOne(ctx context.Context, f quarantine.Filter, r quarant
 		status string
 	)
 	err := pgx.BeginFunc(ctx, desk.db, func(tx pgx.Tx) error {
-		if err := lockPair(ctx, tx, r.Message); err != nil {
-			return err
-		}
-		r, err := readRow(ctx, tx, r.QuarantineID)
-		if err != nil {
-			return err
-		}
-		now, err := dbNow(ctx, tx)
-		if err != nil {
-			return err
-		}
-		in, err := desk.inspect(ctx, tx, r, now, uuid.Nil)
+		in, now, err := desk.inspectLocked(ctx, tx, r.Message, uuid.Nil)
 		if err != nil {
 			return err
 		}
@@ -162,34 +152,27 @@ func (desk *Desk) approveOne(ctx context.Context, f quarantine.Filter, r quarant
 		}
 		rep.ReplayID = uuid.Must(uuid.NewV7())
 		planned := rep.step(StepPlanned, now, d.Operator)
-		decided := rep.step(StepApproved, now, d.Operator)
+		decided, to := decide(rep, d, now)
 		planned.Bulk, decided.Bulk = true, true
-		decided.Ticket, decided.Reason = d.Ticket, d.Reason
-		status = StatusApproved
-		if rep.Verdict.Action == preview.Refuse {
-			decided.Step, status = StepRefused, StatusRejected
-		}
-		rep.Status = status
+		rep.Status, status = string(to), string(to)
 		in.report = rep
 		rec := stored{QuarantineID: r.QuarantineID, Plan: rep, Steps: []Step{planned, decided}, Bulk: &f}
-		return insertReplay(ctx, tx, in, rec, d, status, now)
+		return insert(ctx, tx, in, rec, d, to, now)
 	})
-	if err == nil && status != statusAlreadyApproved {
-		countStep(metricPlanned)
-		countStep(map[bool]string{true: metricRefused, false: metricApproved}[status == StatusRejected])
+	if err != nil {
+		return Report{}, "", err
 	}
-	return rep, status, err
+	if status != statusAlreadyApproved {
+		countStep(metricPlanned)
+		countDecision(Status(status))
+	}
+	return rep, status, nil
 }
 
 // coveredBy reports whether an approved or executed replay under ticket is
 // among priors.
 func coveredBy(priors []Prior, ticket string) bool {
-	for _, p := range priors {
-		if p.Ticket == ticket && (p.Status == StatusApproved || p.Status == StatusExecuted) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(priors, func(p Prior) bool { return p.Ticket == ticket && decided(p.Status) })
 }
 
 // add counts one message; status is its approval status, if any.
@@ -274,24 +257,33 @@ func (desk *Desk) ExecuteBulk(ctx context.Context, p ExecuteBulkParams) (BulkExe
 	}
 	ticket := p.Ticket
 	x := BulkExecution{Ticket: ticket, Consumer: p.Consumer, Executed: []Execution{}, Refused: []BulkFailure{}, Failed: []BulkFailure{}}
-	const which = `ticket = $1 AND ($2 = '' OR consumer_name = $2)`
-	if err := desk.db.QueryRow(ctx, `SELECT count(*) FROM message_replays WHERE `+which+` AND status = 'EXECUTED'`, ticket, p.Consumer).
-		Scan(&x.AlreadyExecuted); err != nil {
-		return BulkExecution{}, fmt.Errorf("count executed replays of ticket %s: %w", ticket, err)
-	}
-	rows, err := desk.db.Query(ctx, `SELECT replay_id FROM message_replays WHERE `+which+` AND status = 'APPROVED'
-		ORDER BY created_at, replay_id`, ticket, p.Consumer)
+	rows, err := desk.db.Query(ctx, `SELECT replay_id, status FROM message_replays
+		WHERE ticket = $1 AND ($2 = '' OR consumer_name = $2) AND status IN ($3, $4)
+		ORDER BY created_at, replay_id`, ticket, p.Consumer, StatusApproved, StatusExecuted)
 	if err != nil {
 		return BulkExecution{}, fmt.Errorf("list approvals of ticket %s: %w", ticket, err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	type approval struct {
+		id     uuid.UUID
+		status Status
+	}
+	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (approval, error) {
+		var a approval
+		err := r.Scan(&a.id, &a.status)
+		return a, err
+	})
 	if err != nil {
 		return BulkExecution{}, fmt.Errorf("list approvals of ticket %s: %w", ticket, err)
 	}
-	for _, id := range ids {
+	for _, a := range found {
+		if a.status == StatusExecuted {
+			x.AlreadyExecuted++
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			return x, err
 		}
+		id := a.id
 		e, err := desk.Execute(ctx, id, p.Operator)
 		switch {
 		case errors.Is(err, ErrRefused):

@@ -42,7 +42,7 @@ func (desk *Desk) Discard(ctx context.Context, quarantineID uuid.UUID, d Decisio
 		if err != nil {
 			return err
 		}
-		if err := lockPair(ctx, tx, r.Message); err != nil {
+		if err := quarantine.LockEvent(ctx, tx, r.Message); err != nil {
 			return err
 		}
 		now, err := dbNow(ctx, tx)

@@ -4,36 +4,30 @@
 // step audited in message_replays. The adapter's `quarantine` and `replay`
 // commands and the API's /v1/admin endpoints are thin shells over it.
 //
-// # Steps
+// # Steps and statuses
 //
-//   - [Desk.Show] returns a message of message_quarantine whole, with the
-//     replays planned for it; listing is shared/quarantine's
-//     (quarantine.List).
-//   - [Desk.Plan] is the dry run. It reads the message (topic, consumer,
-//     event, error), the current state of the task it targets with its
-//     timeline, the side effects already done (provider attempts with
-//     their remote jobs, assets, the credit reservation and its ledger
-//     rows, and whether the consumer's inbox already holds the event) and
-//     gives a verdict: the replay would act, would be a stale no-op, or is
-//     refused. It records a message_replays row in status DRY_RUN whose id
-//     names the plan from then on.
-//   - [Desk.Approve] checks the plan again against the state at that
-//     moment and moves the row to APPROVED under a ticket, an operator and
-//     a reason, or to REJECTED when the verdict has become a refusal.
-//   - [Desk.Execute] checks once more and writes the replay: a new envelope
-//     with a new event id (the replay_event_id), the original as its
-//     causation_id, the payload, aggregate, tenant, correlation and trace
-//     unchanged, written with outbox.Write to the original topic with the
-//     original tag and message group. The relay publishes it like any
-//     other event; nothing here talks to the broker. The row becomes
-//     EXECUTED and the quarantine rows of the event for that consumer
-//     become REPLAYED, in the same transaction as the outbox row.
-//   - [Desk.PlanBulk], [Desk.ApproveBulk] and [Desk.ExecuteBulk] do the
-//     same for every open message of one consumer group that matches a
-//     quarantine.Filter (error class or code, time range): a dry-run
-//     summary counted by verdict first, then one approval per message
-//     under one ticket, then the execution of that ticket. Replays are new
-//     events: consumer offsets are never reset.
+// [Desk.Show] returns a quarantined message whole, with its replays;
+// listing is shared/quarantine's. [Desk.Plan] is the dry run: it reads the
+// message, the task it targets as it is now and the side effects done
+// for it, gives a verdict (the replay would act, be a stale no-op, or is
+// refused) and records a DRY_RUN row whose id names the plan. Each later
+// step checks the verdict again against the state at that moment:
+//
+//	DRY_RUN  --Approve-->  APPROVED  (under a ticket, an operator, a reason)
+//	DRY_RUN  --Approve-->  REJECTED  (the verdict is a refusal)
+//	APPROVED --Execute-->  EXECUTED  (the replay event is in the outbox)
+//	APPROVED --Execute-->  REJECTED  (the verdict became a refusal)
+//
+// That is the table of legal moves ([Kind], [Legal]); the one write that
+// changes a status refuses any other move. An execution writes a new
+// envelope (a new event id, the original as its causation_id, payload,
+// aggregate, tenant, correlation and trace unchanged) with outbox.Write
+// to the original topic, tag and message group, and marks the quarantine
+// rows of the event for that consumer REPLAYED, in one transaction; the
+// relay publishes it, nothing here talks to the broker. [Desk.PlanBulk],
+// [Desk.ApproveBulk] and [Desk.ExecuteBulk] do the same for every open
+// message of one consumer group a quarantine.Filter selects. Replays are
+// new events: consumer offsets are never reset.
 //
 // # Guarantees
 //
@@ -67,23 +61,19 @@
 //
 // An event older than the replay window (REPLAY_WINDOW, [DeskOpts]) is
 // refused with the code [CodeOutsideWindow], and deciding it fails with
-// [ErrOutsideWindow]: package retention prunes the inbox past the window,
-// so the consumer may no longer know that it applied the event, and the
-// dry run could no longer show it either. The event's time is the
-// earliest the database can vouch for: the time its UUIDv7 id carries
-// (which also names the inbox partition its rows live in), the created_at
-// of its original outbox row while that exists, and when it was
-// quarantined; never the producer's occurred_at. The report carries it
-// (EventTime, EventTimeFrom) beside the window.
+// [ErrOutsideWindow]: retention prunes the inbox past the window, so the
+// consumer may no longer know that it applied the event. The event's time
+// is the earliest the database can vouch for, never the producer's
+// occurred_at; the report carries it (EventTime, EventTimeFrom).
 //
 // # Rules
 //
 // Replay does not know the stages: a [Desk] is made with the rules of the
 // build (preview.Rules, one per consumer group): in every binary those of
 // package [github.com/aivedio/pipeline/shared/replay/rules], which link no
-// stage; package preview says how a rule decides. Replay itself refuses what no rule may allow: a message of
-// a group without a rule, of another event type, of an unknown task or of
-// another tenant.
+// stage; package preview says how a rule decides. Replay itself refuses
+// what no rule may allow: a message of a group without a rule, of another
+// event type, of an unknown task or of another tenant.
 //
 // # Audit
 //

@@ -74,10 +74,7 @@ func (desk *Desk) Execute(ctx context.Context, approvalID uuid.UUID, operator st
 		case StatusDryRun:
 			return fmt.Errorf("%w: replay %s is a dry run; approve it first under a ticket", ErrNotApproved, approvalID)
 		case StatusRejected:
-			if v := lastRefusal(cur.Steps); v != nil && v.Code == CodeOutsideWindow {
-				return fmt.Errorf("%w: %w: replay %s was refused: %s", ErrRefused, ErrOutsideWindow, approvalID, v.Reason)
-			}
-			return fmt.Errorf("%w: replay %s was refused: %s", ErrRefused, approvalID, lastReason(cur.Steps))
+			return refusedBefore(cur)
 		}
 		in, now, err := desk.reinspect(ctx, tx, cur)
 		if err != nil {
@@ -88,8 +85,7 @@ func (desk *Desk) Execute(ctx context.Context, approvalID uuid.UUID, operator st
 		if rep.Verdict.Action == preview.Refuse {
 			step.Step = StepRefused
 			refused = refusal(rep.Verdict)
-			_, err := recordStep(ctx, tx, approvalID, step, `status = 'REJECTED'`)
-			return err
+			return move(ctx, tx, cur, StatusRejected, change{step: step})
 		}
 		ev, err := replayEvent(in, now)
 		if err != nil {
@@ -100,15 +96,9 @@ func (desk *Desk) Execute(ctx context.Context, approvalID uuid.UUID, operator st
 		if err := outbox.Write(ctx, tx, ev); err != nil {
 			return fmt.Errorf("write replay of %s: %w", in.env.EventID, err)
 		}
-		step.ReplayEventID, step.Target = ev.Envelope.EventID, rep.Target
 		replayEventID := uuid.MustParse(ev.Envelope.EventID)
-		// The row is locked and APPROVED: exactly it changes.
-		done, err := recordStep(ctx, tx, approvalID, step, `status = 'EXECUTED', replay_event_id = $2, executed_at = $3, topic = $4`,
-			replayEventID, now, rep.Target.Topic)
-		if err == nil && done != 1 {
-			err = fmt.Errorf("record execution of replay %s: %d rows changed, want 1", approvalID, done)
-		}
-		if err != nil {
+		step.ReplayEventID, step.Target = ev.Envelope.EventID, rep.Target
+		if err := move(ctx, tx, cur, StatusExecuted, change{step: step, topic: rep.Target.Topic, event: &replayEventID}); err != nil {
 			return err
 		}
 		marked, err := quarantine.MarkReplayed(ctx, tx, rep.Message.Consumer, in.env.EventID)
@@ -183,7 +173,7 @@ func replayEvent(in inspection, now time.Time) (outbox.Event, error) {
 }
 
 // executed is the execution an EXECUTED row records.
-func executed(cur current) Execution {
+func executed(cur Replay) Execution {
 	x := Execution{
 		ReplayID: cur.ReplayID, OriginalEventID: cur.OriginalEventID, Consumer: cur.Consumer,
 		AlreadyExecuted: true, Target: Destination{Topic: cur.Topic},
@@ -208,20 +198,18 @@ func executed(cur current) Execution {
 	return x
 }
 
-// lastReason is the reason of the latest refusal in steps.
-func lastReason(steps []Step) string {
-	if v := lastRefusal(steps); v != nil {
-		return v.Code + ": " + v.Reason
-	}
-	return "no reason recorded"
-}
-
-// lastRefusal is the verdict of the latest refusal in steps, or nil.
-func lastRefusal(steps []Step) *preview.Verdict {
-	for i := len(steps) - 1; i >= 0; i-- {
-		if steps[i].Step == StepRefused && steps[i].Verdict != nil {
-			return steps[i].Verdict
+// refusedBefore is the error of executing cur, REJECTED: the latest
+// refusal its steps record.
+func refusedBefore(cur Replay) error {
+	for i := len(cur.Steps) - 1; i >= 0; i-- {
+		v := cur.Steps[i].Verdict
+		switch {
+		case cur.Steps[i].Step != StepRefused || v == nil:
+		case v.Code == CodeOutsideWindow:
+			return fmt.Errorf("%w: %w: replay %s was refused: %s", ErrRefused, ErrOutsideWindow, cur.ReplayID, v.Reason)
+		default:
+			return fmt.Errorf("%w: replay %s was refused: %s: %s", ErrRefused, cur.ReplayID, v.Code, v.Reason)
 		}
 	}
-	return nil
+	return fmt.Errorf("%w: replay %s was refused: no reason recorded", ErrRefused, cur.ReplayID)
 }

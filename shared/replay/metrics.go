@@ -26,3 +26,12 @@ func countStep(step string) { replays.WithLabelValues(step).Inc() }
 // Collector exports aivedio_replays_total{step}; register it once per
 // registry.
 func Collector() prometheus.Collector { return replays }
+
+// countDecision counts an approval, or a refusal when s is REJECTED.
+func countDecision(s Status) {
+	if s == StatusRejected {
+		countStep(metricRefused)
+		return
+	}
+	countStep(metricApproved)
+}

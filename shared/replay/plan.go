@@ -2,7 +2,6 @@ package replay
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -57,7 +56,7 @@ func (desk *Desk) Plan(ctx context.Context, ref Ref, operator string) (Report, e
 		}
 		in.report.ReplayID = uuid.Must(uuid.NewV7())
 		rec := stored{QuarantineID: r.QuarantineID, Plan: in.report, Steps: []Step{in.report.step(StepPlanned, now, operator)}}
-		if err := insertReplay(ctx, tx, in, rec, Decision{Ticket: NoTicket, Operator: operator, Reason: DryRunReason}, StatusDryRun, now); err != nil {
+		if err := insert(ctx, tx, in, rec, Decision{Ticket: NoTicket, Operator: operator, Reason: DryRunReason}, StatusDryRun, now); err != nil {
 			return err
 		}
 		rep = in.report
@@ -140,7 +139,7 @@ func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, n
 	rep.ReplayWindow = desk.window
 	tooOld := outsideWindow(r.Message, rep.EventTime, rep.EventTimeFrom, now, desk.window)
 
-	env, envErr := decodeEnvelope(r.Properties, r.Body)
+	env, envErr := r.Event()
 	if envErr != nil {
 		rep.EventError = envErr.Error()
 	} else {
@@ -191,13 +190,13 @@ func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, n
 		verdict   preview.Verdict
 	)
 	for i, p := range rep.PriorReplays {
-		if p.Status == StatusApproved || p.Status == StatusExecuted {
+		if decided(p.Status) {
 			refusedBy = &rep.PriorReplays[i]
 			break
 		}
 	}
 	switch {
-	case r.Status != quarantine.Quarantined:
+	case !r.Open():
 		verdict = preview.Refuse.Because("quarantine."+strings.ToLower(r.Status), "the message is %s already; a quarantined message is replayed once", r.Status)
 	case tooOld != nil:
 		verdict = *tooOld
@@ -241,42 +240,4 @@ func dbNow(ctx context.Context, q querier) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("read the database clock: %w", err)
 	}
 	return now.UTC(), nil
-}
-
-// lockPair serialises every decision about replaying one event to one
-// consumer until the transaction ends.
-func lockPair(ctx context.Context, tx pgx.Tx, r quarantine.Message) error {
-	key := r.EventID
-	if key == "" {
-		key = r.QuarantineID.String()
-	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "replay/"+r.Consumer+"/"+key); err != nil {
-		return fmt.Errorf("lock replays of %s to %s: %w", key, r.Consumer, err)
-	}
-	return nil
-}
-
-// insertReplay writes a new message_replays row.
-func insertReplay(ctx context.Context, tx pgx.Tx, in inspection, rec stored, d Decision, status string, now time.Time) error {
-	report, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("encode replay report: %w", err)
-	}
-	original, _ := uuid.Parse(in.report.Message.EventID) // the nil UUID for a message without a readable id
-	topic := in.report.Message.Topic
-	if in.report.Target != nil {
-		topic = in.report.Target.Topic
-	}
-	var approvedAt *time.Time
-	if status == StatusApproved {
-		approvedAt = &now
-	}
-	_, err = tx.Exec(ctx, `INSERT INTO message_replays (replay_id, original_event_id, consumer_name, topic, ticket, operator, reason,
-			status, dry_run_report, created_at, approved_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-		in.report.ReplayID, original, in.report.Message.Consumer, topic, d.Ticket, d.Operator, d.Reason, status, string(report), now, approvedAt)
-	if err != nil {
-		return fmt.Errorf("record replay of %s: %w", in.report.Message.QuarantineID, err)
-	}
-	return nil
 }

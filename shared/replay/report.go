@@ -10,14 +10,6 @@ import (
 	"github.com/aivedio/pipeline/shared/quarantine"
 )
 
-// Statuses of a message_replays row.
-const (
-	StatusDryRun   = "DRY_RUN"
-	StatusApproved = "APPROVED"
-	StatusExecuted = "EXECUTED"
-	StatusRejected = "REJECTED"
-)
-
 // What a dry run records in the columns a decision fills later.
 const (
 	NoTicket     = "none"
@@ -78,7 +70,7 @@ type Destination struct {
 // Prior is an earlier replay of the same event to the same consumer.
 type Prior struct {
 	ReplayID      uuid.UUID `json:"replay_id"`
-	Status        string    `json:"status"`
+	Status        Status    `json:"status"`
 	ReplayEventID string    `json:"replay_event_id,omitempty"`
 	Ticket        string    `json:"ticket"`
 	Operator      string    `json:"operator"`
@@ -150,4 +142,13 @@ func (r Report) step(name string, at time.Time, operator string) Step {
 		s.TaskStatus, s.TaskVersion = r.Task.Status, r.Task.Version
 	}
 	return s
+}
+
+// topic is where the replay goes: the target's topic, else the one the
+// message came from.
+func (r Report) topic() string {
+	if r.Target != nil {
+		return r.Target.Topic
+	}
+	return r.Message.Topic
 }

@@ -9,8 +9,8 @@ import (
 // that consumes it acts on; an event for a task in any other state is stale
 // and the stage records a no-op. They are the one statement of that rule:
 // each stage in functions/ decides its deliveries with them, and its replay
-// preview (functions/<stage>/preview.go) with the same ones, so the preview
-// cannot drift from the stage it describes. They judge the task's row only:
+// rule (shared/replay/rules) with the same ones, so the preview cannot
+// drift from the stage it describes. They judge the task's row only:
 // what a stage looks up besides (an open attempt, an asset) and its
 // re-check under the row lock stay with the stage.
 
@@ -37,6 +37,16 @@ func SubmitStarts(t Task, now time.Time) bool {
 // SUBMITTING, and the attempt still open, if any, is called again with its
 // own idempotency key.
 func SubmitResumes(t Task) bool { return t.Status == Submitting }
+
+// SubmitActs reports whether the submit stage, woken at now, works on t
+// at all: it resumes t's submit or starts one.
+func SubmitActs(t Task, now time.Time) bool { return SubmitResumes(t) || SubmitStarts(t, now) }
+
+// SubmitEarly reports whether t waits for a retry that is not due at now:
+// the wake-up is early or a duplicate, and the submit stage does nothing.
+func SubmitEarly(t Task, now time.Time) bool {
+	return t.Status == WaitingRetry && !SubmitStarts(t, now)
+}
 
 // PollActs reports whether a poll scheduled for pollAt follows t's job: t
 // is PROVIDER_RUNNING and pollAt is its next_poll_at, which names the one
@@ -67,6 +77,12 @@ func DerivativeRetryActs(t Task, kind string) bool {
 	return t.Status.Charged() && slices.Contains(t.MissingDerivatives, kind)
 }
 
+// TranscodeActs reports whether the transcode stage makes a derivative of
+// kind for t: t's output is being processed, or t finished without it.
+func TranscodeActs(t Task, kind string) bool {
+	return PostprocessActs(t) || DerivativeRetryActs(t, kind)
+}
+
 // SettleActs reports whether the settle stage settles t's reservation: t
 // has ended, and not in NEEDS_ATTENTION, which waits for a person. A task
 // still running is settled by the event of its final transition.
@@ -84,4 +100,11 @@ const ReasonCancel = "cancel"
 // CANCEL_RECONCILING and the event is about that cancel.
 func ReconcileCancelActs(t Task, due ReconcileDue) bool {
 	return t.Status == CancelReconciling && due.Reason == ReasonCancel
+}
+
+// ReconcileActs reports whether the reconcile stage looks at t for due:
+// its cancel ([ReconcileCancelActs]) or its lost submit
+// ([ReconcileSubmitActs]).
+func ReconcileActs(t Task, due ReconcileDue) bool {
+	return ReconcileCancelActs(t, due) || ReconcileSubmitActs(t)
 }

@@ -21,12 +21,12 @@ func decideReconcile(s preview.State, p task.ReconcileDue) preview.Verdict {
 		return preview.StaleNoop.Because("reconcile.stale", "the delayed look expects the task %s at version %d, and it is %s: the reconcile stage would record a stale no-op",
 			p.ExpectedStatus, p.ExpectedVersion, at)
 	}
+	if !task.ReconcileActs(t, p) {
+		return preview.StaleNoop.Because("reconcile.stale", "the task is %s, not RECONCILING: the reconcile stage would record a stale no-op", at)
+	}
 	if task.ReconcileCancelActs(t, p) {
 		return preview.Act.Because("reconcile.cancel_look", "the task is %s: the reconcile stage would look at provider job %s again, asking it to stop if it still runs, and apply the cancel rule (stopped: CANCELED and released; finished first: CANCELED_WITH_OUTPUT and charged; still unknown: look again later)",
 			at, t.ProviderJobID)
-	}
-	if !task.ReconcileSubmitActs(t) {
-		return preview.StaleNoop.Because("reconcile.stale", "the task is %s, not RECONCILING: the reconcile stage would record a stale no-op", at)
 	}
 	i := slices.IndexFunc(s.Effects.Attempts, func(a preview.Attempt) bool {
 		return a.AttemptID == p.AttemptID && a.Status == string(attempt.SubmitUnknown)

@@ -38,7 +38,7 @@ func decideSubmit(s preview.State, p task.SubmitRequested) preview.Verdict {
 				at, a.AttemptNo, a.IdempotencyKey)
 		}
 		return preview.StaleNoop.Because("submit.stale", "the task is %s but has no open attempt: the submit stage would record a stale no-op", at)
-	case t.Status == task.WaitingRetry && t.NextRetryAt != nil:
+	case task.SubmitEarly(t, s.Now):
 		return preview.StaleNoop.Because("submit.not_due", "the task is %s until %s: the delayed resubmit that set that time is still on its way, so the submit stage would record a stale no-op",
 			at, t.NextRetryAt.UTC().Format(time.RFC3339))
 	}

@@ -27,7 +27,7 @@ func Transcode() preview.Rule {
 
 func decideTranscode(s preview.State, p task.Postprocess) preview.Verdict {
 	t, at, kind := s.Task, preview.At(s.Task), catalog.DerivativeKind(p.Step)
-	if !task.PostprocessActs(t) && !task.DerivativeRetryActs(t, kind) {
+	if !task.TranscodeActs(t, kind) {
 		return preview.StaleNoop.Because("transcode.stale", "the task is %s, not MEDIA_PROCESSING: the transcode stage would record a stale no-op", at)
 	}
 	if _, ok := s.Effects.Asset(p.AssetID); !ok {

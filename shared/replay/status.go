@@ -1,0 +1,52 @@
+package replay
+
+import (
+	"github.com/google/uuid"
+
+	"github.com/aivedio/pipeline/shared/aggregate"
+)
+
+// Status is the state of a replay: its message_replays.status.
+type Status string
+
+// The statuses. They are untyped so that the reports, which carry a
+// status as a JSON string ([Report.Status], [Replay.Status]), take them
+// as they are.
+const (
+	StatusDryRun   = "DRY_RUN"
+	StatusApproved = "APPROVED"
+	StatusExecuted = "EXECUTED"
+	StatusRejected = "REJECTED"
+)
+
+// moves is the replay's table of legal moves. A dry run is approved, or
+// rejected when its verdict is a refusal at approval; an approval is
+// executed, or rejected when its verdict became a refusal. EXECUTED and
+// REJECTED are final. A row is born DRY_RUN ([Desk.Plan]) or, planned and
+// decided in one transaction ([Desk.ApproveBulk]), in a status a dry run
+// moves to.
+var moves = aggregate.Moves[Status]{
+	StatusDryRun:   {StatusApproved, StatusRejected},
+	StatusApproved: {StatusExecuted, StatusRejected},
+}
+
+// Kind is the replay as an aggregate: its statuses, its table of legal
+// moves and its lock. Its rows keep no version: a decision holds the
+// row's lock and checks its status.
+var Kind = aggregate.Kind[uuid.UUID, Status, Replay]{
+	Name:   "replay",
+	States: []Status{StatusDryRun, StatusApproved, StatusExecuted, StatusRejected},
+	Moves:  moves,
+	Lock:   lockReplay,
+	Status: func(r Replay) Status { return Status(r.Status) },
+}
+
+// Legal reports whether a replay may move from one status to another.
+func Legal(from, to Status) bool { return moves.Legal(from, to) }
+
+// born reports whether a row may be written new in status s.
+func born(s Status) bool { return s == StatusDryRun || moves.Legal(StatusDryRun, s) }
+
+// decided reports whether a replay in status s holds its event for its
+// consumer: approved or executed, so no other replay of it is approved.
+func decided(s Status) bool { return s == StatusApproved || s == StatusExecuted }
