@@ -9,9 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/aggregate"
 	"github.com/aivedio/pipeline/shared/asset"
 	"github.com/aivedio/pipeline/shared/catalog"
-	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/media"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/outcome"
@@ -49,32 +49,29 @@ func (s *prober) upload(ctx context.Context, d stage.Delivery[task.Postprocess])
 			return outcome.Retryable("media.probe_failed", err)
 		}
 	}
-	return d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		cur, err := asset.Lock(ctx, tx, a.ID)
-		if err != nil {
-			return "", err
-		}
-		if cur.Status != asset.Processing {
-			return inbox.StaleNoop, nil
-		}
+	to := asset.Ready
+	if code != "" {
+		to = asset.Failed
+	}
+	return stage.ApplyTo(ctx, d, asset.Upload, a.ID, asset.Guard(asset.Processing).Into(to), func(ctx context.Context, tx pgx.Tx, _ asset.Asset) (aggregate.Result, error) {
 		if code != "" {
-			return inbox.Applied, asset.Fail(ctx, tx, a.ID, code, reason)
+			return aggregate.Applied, asset.Fail(ctx, tx, a.ID, code, reason)
 		}
 		if err := asset.RecordProbe(ctx, tx, a.ID, p); err != nil {
-			return "", err
+			return 0, err
 		}
 		if err := asset.MarkReady(ctx, tx, a.ID); err != nil {
-			return "", err
+			return 0, err
 		}
 		if a.MediaType != asset.Video {
-			return inbox.Applied, nil
+			return aggregate.Applied, nil
 		}
 		thumb, err := d.Origin.EmitFor(task.Aggregate{Type: task.AssetAggregateType, ID: a.ID, TenantID: a.TenantID},
 			task.Postprocess{AssetID: a.ID, Step: catalog.TagThumbnail})
 		if err != nil {
-			return "", err
+			return 0, err
 		}
-		return inbox.Applied, outbox.Write(ctx, tx, thumb)
+		return aggregate.Applied, outbox.Write(ctx, tx, thumb)
 	})
 }
 

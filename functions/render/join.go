@@ -18,14 +18,19 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/aggregate"
 	"github.com/aivedio/pipeline/shared/asset"
 	"github.com/aivedio/pipeline/shared/blob"
-	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/media"
 	"github.com/aivedio/pipeline/shared/outbox"
 	renders "github.com/aivedio/pipeline/shared/render"
 	"github.com/aivedio/pipeline/shared/task"
 )
+
+// This file holds the join step: the stored chunks, downloaded and
+// checked, concatenated into the output, which is stored and recorded;
+// the render and the renders of the same content waiting on the chunks
+// end SUCCEEDED with it.
 
 // join concatenates the stored chunks of a running render into its
 // output and ends the render SUCCEEDED.
@@ -108,106 +113,109 @@ func (s *renderer) join(ctx context.Context, d stage.Delivery[task.RenderRequest
 	}
 	d.Log.InfoContext(ctx, "render joined", slog.Int("chunks", len(chunks)), slog.Duration("took", time.Since(started)),
 		slog.Int64("bytes", obj.Size))
-	orphaned := false   // canceled while joining, no sibling waits: no object is left behind
-	var joined []string // the chunks' objects, dropped with their rows
-	err = d.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (inbox.Result, error) {
-		orphaned, joined = false, nil
-		cur, err := renders.Lock(ctx, tx, j.ID)
-		if err != nil {
-			return "", err
-		}
-		id, recorded, err := recordedOutput(ctx, tx, key)
-		if err != nil {
-			return "", err
-		}
-		// Renders of the same content that waited on these chunks end
-		// with this output, also when this one was canceled meanwhile.
-		siblings, err := renders.Siblings(ctx, tx, cur)
-		if err != nil {
-			return "", err
-		}
-		running := cur.Status == renders.Rendering
-		if !running && len(siblings) == 0 {
-			orphaned = !recorded
-			return inbox.StaleNoop, nil
-		}
-		if !recorded {
-			err := tx.QueryRow(ctx, `INSERT INTO assets (tenant_id, kind, object_key, checksum_sha256, size_bytes, content_type)
-				VALUES ($1, 'RENDER', $2, $3, $4, 'video/mp4') ON CONFLICT (object_key) DO NOTHING RETURNING asset_id`,
-				cur.TenantID, key, sum, obj.Size).Scan(&id)
-			switch {
-			case errors.Is(err, pgx.ErrNoRows):
-				// A join of the same content committed the output while
-				// this one ran: it is that render's.
-				if id, recorded, err = recordedOutput(ctx, tx, key); err != nil {
-					return "", err
-				}
-				if !recorded {
-					return "", fmt.Errorf("record render output: %s neither inserted nor found", key)
-				}
-			case err != nil:
-				return "", fmt.Errorf("record render output: %w", err)
-			default:
-				if err := asset.RecordProbe(ctx, tx, id, p); err != nil {
-					return "", err
-				}
-			}
-		}
-		if joined, err = renders.Drop(ctx, tx, cur.TenantID, cur.Key); err != nil {
-			return "", err
-		}
-		if !running && !recorded {
-			// Canceled while it joined, this render recorded the output for
-			// the renders that wait on it, and is not charged: the first of
-			// them takes the output and pays for it, so that a reused output
-			// is free only when the render that recorded it was charged.
-			payer, err := runningSibling(ctx, tx, cur)
-			if err != nil {
-				return "", err
-			}
-			if payer != nil {
-				if _, err := renders.Apply(ctx, tx, d.Origin, *payer, renders.Change{To: renders.Succeeded, OutputAssetID: &id,
-					Progress: task.Ptr(100)}); err != nil {
-					return "", err
-				}
-				siblings = slices.DeleteFunc(siblings, func(sib renders.Job) bool { return sib.ID == payer.ID })
-			}
-		}
-		var wake []outbox.Event
-		for _, sib := range siblings {
-			ev, err := sib.Ask(d.Origin, task.RenderJoin, 0)
-			if err != nil {
-				return "", err
-			}
-			wake = append(wake, ev)
-		}
-		if !running {
-			return inbox.Applied, outbox.Write(ctx, tx, wake...)
-		}
-		// A render of the same content that joined at the same time and
-		// committed first recorded the output and is charged for it: this
-		// one ends with that output, reused and free, as if it had found
-		// it stored before (the output key is the content's, so both
-		// joins wrote the same object).
-		if recorded {
-			reusedOutputs.Inc()
-		}
-		if _, err := renders.Apply(ctx, tx, d.Origin, cur, renders.Change{To: renders.Succeeded, OutputAssetID: &id, Reused: recorded,
-			Progress: task.Ptr(100)}, wake...); err != nil {
-			return "", err
-		}
-		return inbox.Applied, nil
+	c, _, err := s.applyTo(ctx, d, j.ID, renders.Guard(), func(ctx context.Context, tx pgx.Tx, cur renders.Job) (aggregate.Result, cleanup, error) {
+		return record(ctx, d, tx, cur, key, sum, obj.Size, p)
 	})
 	if err != nil {
 		return err
 	}
-	if orphaned {
-		s.remove(ctx, d.Log, key)
-	}
-	for _, k := range joined {
-		s.remove(ctx, d.Log, k)
-	}
+	s.cleanUp(ctx, d.Log, c)
 	return nil
+}
+
+// record records the output stored under key (sum, size bytes, probed p)
+// as a RENDER asset, drops the chunks, and ends cur SUCCEEDED with it, and
+// the renders of the same content that wait on the chunks too. It leaves
+// the chunks' objects to remove, or the output's when cur was canceled
+// meanwhile and no render waits on it.
+func record(ctx context.Context, d stage.Delivery[task.RenderRequested], tx pgx.Tx, cur renders.Job, key string, sum []byte, size int64,
+	p media.Probe,
+) (aggregate.Result, cleanup, error) {
+	id, recorded, err := recordedOutput(ctx, tx, key)
+	if err != nil {
+		return 0, cleanup{}, err
+	}
+	// Renders of the same content that waited on these chunks end with
+	// this output, also when this one was canceled meanwhile.
+	siblings, err := renders.Siblings(ctx, tx, cur)
+	if err != nil {
+		return 0, cleanup{}, err
+	}
+	running := cur.Status == renders.Rendering
+	if !running && len(siblings) == 0 {
+		if recorded {
+			return aggregate.Stale, cleanup{}, nil
+		}
+		return aggregate.Stale, cleanup{remove: []string{key}}, nil // canceled while joining, no sibling waits: no object is left behind
+	}
+	if !recorded {
+		err := tx.QueryRow(ctx, `INSERT INTO assets (tenant_id, kind, object_key, checksum_sha256, size_bytes, content_type)
+			VALUES ($1, 'RENDER', $2, $3, $4, 'video/mp4') ON CONFLICT (object_key) DO NOTHING RETURNING asset_id`,
+			cur.TenantID, key, sum, size).Scan(&id)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			// A join of the same content committed the output while
+			// this one ran: it is that render's.
+			if id, recorded, err = recordedOutput(ctx, tx, key); err != nil {
+				return 0, cleanup{}, err
+			}
+			if !recorded {
+				return 0, cleanup{}, fmt.Errorf("record render output: %s neither inserted nor found", key)
+			}
+		case err != nil:
+			return 0, cleanup{}, fmt.Errorf("record render output: %w", err)
+		default:
+			if err := asset.RecordProbe(ctx, tx, id, p); err != nil {
+				return 0, cleanup{}, err
+			}
+		}
+	}
+	joined, err := renders.Drop(ctx, tx, cur.TenantID, cur.Key) // the chunks' objects, dropped with their rows
+	if err != nil {
+		return 0, cleanup{}, err
+	}
+	left := cleanup{remove: joined}
+	if !running && !recorded {
+		// Canceled while it joined, this render recorded the output for
+		// the renders that wait on it, and is not charged: the first of
+		// them takes the output and pays for it, so that a reused output
+		// is free only when the render that recorded it was charged.
+		payer, err := runningSibling(ctx, tx, cur)
+		if err != nil {
+			return 0, cleanup{}, err
+		}
+		if payer != nil {
+			if _, err := renders.Apply(ctx, tx, d.Origin, *payer, renders.Change{To: renders.Succeeded, OutputAssetID: &id,
+				Progress: task.Ptr(100)}); err != nil {
+				return 0, cleanup{}, err
+			}
+			siblings = slices.DeleteFunc(siblings, func(sib renders.Job) bool { return sib.ID == payer.ID })
+		}
+	}
+	var wake []outbox.Event
+	for _, sib := range siblings {
+		ev, err := sib.Ask(d.Origin, task.RenderJoin, 0)
+		if err != nil {
+			return 0, cleanup{}, err
+		}
+		wake = append(wake, ev)
+	}
+	if !running {
+		return aggregate.Applied, left, outbox.Write(ctx, tx, wake...)
+	}
+	// A render of the same content that joined at the same time and
+	// committed first recorded the output and is charged for it: this
+	// one ends with that output, reused and free, as if it had found
+	// it stored before (the output key is the content's, so both
+	// joins wrote the same object).
+	if recorded {
+		reusedOutputs.Inc()
+	}
+	if _, err := renders.Apply(ctx, tx, d.Origin, cur, renders.Change{To: renders.Succeeded, OutputAssetID: &id, Reused: recorded,
+		Progress: task.Ptr(100)}, wake...); err != nil {
+		return 0, cleanup{}, err
+	}
+	return aggregate.Applied, left, nil
 }
 
 // recordedOutput finds the asset stored under key, if any.
