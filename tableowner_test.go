@@ -22,11 +22,7 @@ const assetsOwner = "shared/asset"
 
 // assetsSQLAllowed are packages that still hold assets SQL: each is a
 // known violation somebody is removing, and goes when it is gone.
-var assetsSQLAllowed = map[string]string{
-	// Being rewritten; its inserts and reads of RENDER assets move to
-	// shared/asset with it.
-	"functions/render": "render output assets",
-}
+var assetsSQLAllowed = map[string]string{}
 
 // assetsSQLScanned are the trees the check reads. local/ is left out on
 // purpose: its chaos and drive checkers are test drivers that read the

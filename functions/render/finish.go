@@ -2,8 +2,6 @@ package render
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 
 	"github.com/google/uuid"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/aggregate"
+	"github.com/aivedio/pipeline/shared/asset"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/pg"
@@ -36,16 +35,7 @@ func storedOutput(ctx context.Context, q pg.Querier, j renders.Job) (uuid.UUID, 
 	if err != nil {
 		return uuid.Nil, false, err
 	}
-	var id uuid.UUID
-	err = q.QueryRow(ctx, `SELECT asset_id FROM assets WHERE object_key = $1 AND kind = 'RENDER' AND tenant_id = $2 AND status = 'READY'`,
-		key, j.TenantID).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return uuid.Nil, false, nil
-	}
-	if err != nil {
-		return uuid.Nil, false, fmt.Errorf("look for stored render output: %w", err)
-	}
-	return id, true, nil
+	return asset.ReadyRender(ctx, q, j.TenantID, key)
 }
 
 // reuse ends j with the output of its content when one is stored (done

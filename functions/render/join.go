@@ -14,7 +14,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/functions/stage"
@@ -131,7 +130,7 @@ func (s *renderer) join(ctx context.Context, d stage.Delivery[task.RenderRequest
 func record(ctx context.Context, d stage.Delivery[task.RenderRequested], tx pgx.Tx, cur renders.Job, key string, sum []byte, size int64,
 	p media.Probe,
 ) (aggregate.Result, cleanup, error) {
-	id, recorded, err := recordedOutput(ctx, tx, key)
+	id, recorded, err := asset.StoredAt(ctx, tx, key)
 	if err != nil {
 		return 0, cleanup{}, err
 	}
@@ -149,24 +148,23 @@ func record(ctx context.Context, d stage.Delivery[task.RenderRequested], tx pgx.
 		return aggregate.Stale, cleanup{remove: []string{key}}, nil // canceled while joining, no sibling waits: no object is left behind
 	}
 	if !recorded {
-		err := tx.QueryRow(ctx, `INSERT INTO assets (tenant_id, kind, object_key, checksum_sha256, size_bytes, content_type)
-			VALUES ($1, 'RENDER', $2, $3, $4, 'video/mp4') ON CONFLICT (object_key) DO NOTHING RETURNING asset_id`,
-			cur.TenantID, key, sum, size).Scan(&id)
+		var inserted bool
+		id, inserted, err = asset.RecordRender(ctx, tx, asset.NewRender{TenantID: cur.TenantID, ObjectKey: key, SHA256: sum, SizeBytes: size})
 		switch {
-		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return 0, cleanup{}, err
+		case inserted:
+			if err := asset.RecordProbe(ctx, tx, id, p); err != nil {
+				return 0, cleanup{}, err
+			}
+		default:
 			// A join of the same content committed the output while
 			// this one ran: it is that render's.
-			if id, recorded, err = recordedOutput(ctx, tx, key); err != nil {
+			if id, recorded, err = asset.StoredAt(ctx, tx, key); err != nil {
 				return 0, cleanup{}, err
 			}
 			if !recorded {
 				return 0, cleanup{}, fmt.Errorf("record render output: %s neither inserted nor found", key)
-			}
-		case err != nil:
-			return 0, cleanup{}, fmt.Errorf("record render output: %w", err)
-		default:
-			if err := asset.RecordProbe(ctx, tx, id, p); err != nil {
-				return 0, cleanup{}, err
 			}
 		}
 	}
@@ -216,19 +214,6 @@ func record(ctx context.Context, d stage.Delivery[task.RenderRequested], tx pgx.
 		return 0, cleanup{}, err
 	}
 	return aggregate.Applied, left, nil
-}
-
-// recordedOutput finds the asset stored under key, if any.
-func recordedOutput(ctx context.Context, tx pgx.Tx, key string) (uuid.UUID, bool, error) {
-	var id uuid.UUID
-	err := tx.QueryRow(ctx, `SELECT asset_id FROM assets WHERE object_key = $1`, key).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return uuid.Nil, false, nil
-	}
-	if err != nil {
-		return uuid.Nil, false, fmt.Errorf("look for render output: %w", err)
-	}
-	return id, true, nil
 }
 
 // missingChunks forgets the stored chunks whose objects are gone (so that
