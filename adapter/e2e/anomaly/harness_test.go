@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -208,6 +209,11 @@ type effectStage struct {
 	busy  time.Duration // how long every delivery works before its inbox transaction
 	stall time.Duration // how long a slow kind's first delivery stalls
 	obs   *observer
+
+	// hold, once set, keeps every new delivery in the handler until its
+	// context ends, as work caught mid-step by a stop is; held counts them.
+	hold atomic.Bool
+	held atomic.Int64
 }
 
 // function is the stage as the source adapter calls it in process.
@@ -222,6 +228,11 @@ func (s *effectStage) work(ctx context.Context, ev envelope.Envelope) error {
 	}
 	first := s.obs.begin(ev.EventID)
 	defer s.obs.end(ev.EventID)
+	if s.hold.Load() {
+		s.held.Add(1)
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	if p.Run == s.k.run {
 		if err := sleep(ctx, s.busy); err != nil {
 			return err

@@ -29,6 +29,7 @@ func TestAnomalyConsumerRebalance(t *testing.T) {
 func consumerRebalance(t *testing.T, k *kernel, n int, busy time.Duration) {
 	obs := newObserver()
 	type member struct {
+		stage       *effectStage
 		log         *deliveryLog
 		stop, leave func()
 	}
@@ -37,7 +38,7 @@ func consumerRebalance(t *testing.T, k *kernel, n int, busy time.Duration) {
 		fn := &effectStage{k: k, label: label, busy: busy, obs: obs}
 		log := &deliveryLog{next: fn.function()}
 		stop := k.startSource(t, c, log, func(p *source.Params) { p.DrainTimeout = drain })
-		return member{log: log, stop: stop, leave: leave}
+		return member{stage: fn, log: log, stop: stop, leave: leave}
 	}
 	applied := func() int {
 		got := 0
@@ -52,11 +53,11 @@ func consumerRebalance(t *testing.T, k *kernel, n int, busy time.Duration) {
 	events := k.events(t, 0, n, kindNormal)
 	k.write(t, events)
 
-	// a goes away mid-delivery.
-	require.Eventually(t, func() bool {
-		running, _ := a.log.counts()
-		return applied() >= n/4 && running > 0
-	}, time.Minute, time.Millisecond)
+	// a goes away mid-delivery: once a quarter is applied, what a receives
+	// stays in its handler, and a stops with at least one delivery held.
+	require.Eventually(t, func() bool { return applied() >= n/4 }, time.Minute, time.Millisecond)
+	a.stage.hold.Store(true)
+	require.Eventually(t, func() bool { return a.stage.held.Load() > 0 }, time.Minute, time.Millisecond)
 	a.stop()
 	a.leave()
 	_, abandoned := a.log.counts()

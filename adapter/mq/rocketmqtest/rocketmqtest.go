@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/aivedio/pipeline/adapter/mq/rocketmq"
 	"github.com/aivedio/pipeline/adapter/topics"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
@@ -45,8 +47,9 @@ func UniqueName(prefix string) string {
 	return fmt.Sprintf("%s_%s", prefix, hex.EncodeToString(b[:]))
 }
 
-// Apply creates topics and groups on the test broker, failing tb on error.
-// Names must already be broker-legal; Topic.Name is used as given.
+// Apply creates topics and groups on the test broker, failing tb on error,
+// and returns once the proxy routes every topic. Names must already be
+// broker-legal; Topic.Name is used as given.
 func Apply(tb testing.TB, cfg config.RocketMQ, ts []catalog.Topic, gs []catalog.Group) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -54,6 +57,33 @@ func Apply(tb testing.TB, cfg config.RocketMQ, ts []catalog.Topic, gs []catalog.
 	admin := &topics.Admin{Classpath: cfg.AdminClasspath, Namesrv: cfg.Namesrv, Cluster: cfg.Cluster, QueuesPerTopic: 2}
 	if err := admin.Apply(ctx, ts, gs); err != nil {
 		tb.Fatalf("create test topics and groups: %v", err)
+	}
+	for _, topic := range ts {
+		if err := awaitRoute(ctx, cfg, topic.BrokerName()); err != nil {
+			tb.Fatalf("created topic %s has no route at the proxy: %v", topic.BrokerName(), err)
+		}
+	}
+}
+
+// awaitRoute returns once the proxy has a readable route for topic. The
+// broker registers a topic it created with the name server a moment after
+// the admin command returns: a client that looks the route up in between
+// finds none, and on a loaded machine its next lookup comes after a test's
+// deadline.
+func awaitRoute(ctx context.Context, cfg config.RocketMQ, topic string) error {
+	for {
+		n, err := rocketmq.QueryRoute(ctx, cfg, topic, 5*time.Second)
+		if err == nil && n > 0 {
+			return nil
+		}
+		if err == nil {
+			err = errors.New("no readable queue")
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }
 
