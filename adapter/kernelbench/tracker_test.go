@@ -90,6 +90,9 @@ type tracker struct {
 	done   chan struct{}
 
 	dups, stale atomic.Int64 // deliveries the inbox found done, or whose update matched no row
+	// receives and receivedMsgs count the Receive calls that returned and
+	// the messages they brought: RPCs per event are most of the client's CPU.
+	receives, receivedMsgs atomic.Int64
 }
 
 func newTracker(segments []segment) *tracker {
@@ -176,6 +179,8 @@ func (t *tracker) reset() {
 	for i := range t.spans {
 		t.spans[i] = t.spans[i][:0]
 	}
+	t.receives.Store(0)
+	t.receivedMsgs.Store(0)
 }
 
 // percentile returns the q-quantile of spans (nearest rank) in
@@ -208,6 +213,9 @@ func (t *tracker) report(b *testing.B) {
 			percentile(spans, 0.5), percentile(spans, 0.9), percentile(spans, 0.99), percentile(spans, 1))
 	}
 	b.Log(strings.TrimSuffix(sb.String(), "\n"))
+	if n := t.receives.Load(); n > 0 {
+		b.Logf("source: %d receives, %.1f messages each on average", n, float64(t.receivedMsgs.Load())/float64(n))
+	}
 	if d, s := t.dups.Load(), t.stale.Load(); d+s > 0 {
 		b.Errorf("%d duplicate deliveries and %d stale no-ops: every event should apply once", d, s)
 	}
@@ -230,6 +238,8 @@ type timedConsumer struct {
 
 func (c timedConsumer) Receive(ctx context.Context, max int, invisible time.Duration) ([]*mq.Received, error) {
 	msgs, err := c.Consumer.Receive(ctx, max, invisible)
+	c.track.receives.Add(1)
+	c.track.receivedMsgs.Add(int64(len(msgs)))
 	if len(msgs) > 0 {
 		c.track.onReceive(msgs, time.Now())
 	}

@@ -26,6 +26,7 @@ import (
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
+	"github.com/apache/rocketmq-clients/golang/v5/pkg/zaplog/ctxzap"
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
 	"github.com/aivedio/pipeline/adapter/mq"
@@ -108,6 +109,9 @@ func routeClientLog(cfg config.RocketMQ) {
 	clientLogOnce.Do(func() {
 		level := cmp.Or(cfg.ClientLogLevel, "warn")
 		_ = os.Setenv(rmq.CLIENT_LOG_LEVEL, level)
+		if level == "warn" || level == "error" {
+			quietRPCLog()
+		}
 		if cfg.ClientLogDir != "" {
 			_ = os.Setenv(rmq.CLIENT_LOG_ROOT, cfg.ClientLogDir)
 			_ = os.Setenv(rmq.ENABLE_CONSOLE_APPENDER, "false")
@@ -123,6 +127,22 @@ func routeClientLog(cfg config.RocketMQ) {
 }
 
 var clientLogOnce sync.Once
+
+// quietRPCLog drops the client's RPC access log. Besides its own log,
+// client v5.1.4 writes one JSON line at info for every call it makes
+// (Send, Ack, heartbeats...) to /tmp/rocketmq-logger.log, whatever the
+// log level, through a gRPC interceptor of its connections; a failed call
+// is returned to its caller all the same. The connections are made by the
+// package's NewRpcClient, which takes no option from a client's config:
+// wrapping it is the one way to give them a logger. Its no-op logger is
+// ctxzap's, which the interceptor falls back on without one.
+func quietRPCLog() {
+	newRPCClient := rmq.NewRpcClient
+	quiet := rmq.WithRpcClientConnOption(rmq.WithZapLogger(ctxzap.Logger(context.Background())))
+	rmq.NewRpcClient = func(target string, opts ...rmq.RpcClientOption) (rmq.RpcClient, error) {
+		return newRPCClient(target, append(opts[:len(opts):len(opts)], quiet)...)
+	}
+}
 
 // NewProducer starts a producer for the given broker topics (at least one:
 // the v5 client never finishes starting without a topic route). It may send
@@ -249,8 +269,9 @@ func (p *Producer) Close() error { return p.current().GracefulStop() }
 // 5-minute settings sync, every receive then fails on the proxy ("settings"
 // is null) and every heartbeat is refused (UNRECOGNIZED_CLIENT_TYPE). A fresh
 // client sends them at start. Messages received by the old client are still
-// settled through the new one: ACKs and invisible-duration changes go by
-// receipt handle.
+// settled: ACKs and invisible-duration changes go by receipt handle, the
+// ACKs in calls of their own (see [Consumer.Ack]), the changes through the
+// new client.
 //
 // A receive the old client has in flight can hang on a proxy that came
 // back without its settings, so recovery does not wait for receives to
@@ -266,6 +287,7 @@ type Consumer struct {
 	cfg    config.RocketMQ
 	params ConsumerParams
 	log    *slog.Logger
+	acks   *acks // nil: ACKs go through the client, one call each
 
 	mu       sync.Mutex
 	consumer rmq.SimpleConsumer
@@ -336,7 +358,11 @@ func NewConsumer(cfg config.RocketMQ, params ConsumerParams) (*Consumer, error) 
 		return nil, fmt.Errorf("new rocketmq consumer for %s: await %s is below the proxy's minimum long poll; use at least 3s", params.Group, params.Await)
 	}
 	routeClientLog(cfg)
-	c := &Consumer{cfg: cfg, params: params, log: params.Logger, closed: make(chan struct{})}
+	acks, err := newAcks(cfg, params.Group)
+	if err != nil {
+		return nil, fmt.Errorf("new rocketmq consumer for %s: %w", params.Group, err)
+	}
+	c := &Consumer{cfg: cfg, params: params, log: params.Logger, acks: acks, closed: make(chan struct{})}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -665,13 +691,20 @@ func view(msg *mq.Received) (*rmq.MessageView, error) {
 	return v, nil
 }
 
-// Ack settles msg.
+// Ack settles msg, in one AckMessage call with the ACKs of the consumer's
+// other messages that are waiting then (see [acks]). It returns once the
+// proxy answered for msg.
 func (c *Consumer) Ack(ctx context.Context, msg *mq.Received) error {
 	v, err := view(msg)
 	if err != nil {
 		return err
 	}
-	if err := c.current().Ack(ctx, v); err != nil {
+	if c.acks != nil {
+		err = c.acks.ack(ctx, v.GetTopic(), v.GetMessageId(), v.GetReceiptHandle())
+	} else {
+		err = c.current().Ack(ctx, v)
+	}
+	if err != nil {
 		return fmt.Errorf("ack %s: %w", msg.MessageID, access(err))
 	}
 	return nil

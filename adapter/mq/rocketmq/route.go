@@ -94,7 +94,8 @@ func queryRoute(ctx context.Context, cfg config.RocketMQ, endpoints *v2.Endpoint
 	return readable, nil
 }
 
-// routeConn returns the process's connection to addr for route queries.
+// routeConn returns the process's connection to addr for route queries
+// and ACKs (see [acks]).
 // It reconnects within a second of a proxy coming back: gRPC's default
 // reconnect backoff grows to two minutes while a proxy is away, which
 // would hide its return exactly when it matters.
@@ -130,13 +131,18 @@ var routeConns struct {
 // sign adds the headers the proxy reads from every client request, and the
 // ACL signature when credentials are set, as the client does.
 func sign(ctx context.Context, cfg config.RocketMQ) context.Context {
+	return signAs(ctx, cfg, utils.GenClientID())
+}
+
+// signAs signs a request of the client clientID.
+func signAs(ctx context.Context, cfg config.RocketMQ, clientID string) context.Context {
 	now := time.Now().UTC().Format("20060102T150405Z")
 	kv := []string{
 		rmqmd.LanguageKey, rmqmd.LanguageValue,
 		rmqmd.ProtocolKey, rmqmd.ProtocolValue,
 		rmqmd.VersionKey, rmqmd.VersionValue,
 		rmqmd.RequestID, uuid.NewString(),
-		rmqmd.ClintID, utils.GenClientID(),
+		rmqmd.ClintID, clientID,
 		rmqmd.DateTime, now,
 	}
 	if cfg.AccessKey != "" {
