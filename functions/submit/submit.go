@@ -475,7 +475,7 @@ func (s *submitter) record(ctx context.Context, d stage.Delivery[task.SubmitRequ
 			if err := attempt.Answer(ctx, tx, a.ID, attempt.Accepted, job.ID, "", ""); err != nil {
 				return 0, err
 			}
-			pollAt := now.Add(s.Journey.PollFirst).UTC().Truncate(time.Microsecond)
+			pollAt := now.Add(firstPoll(s.Journey, job)).UTC().Truncate(time.Microsecond)
 			poll, err := o.EmitAt(t, task.PollDue{TaskID: t.ID, AttemptID: a.ID, PollAt: pollAt, Wait: task.Wait{
 				ExpectedStatus: task.ProviderRunning, ExpectedVersion: t.Version + 1, NotBefore: pollAt, Reason: "provider accepted"}}, pollAt)
 			if err != nil {
@@ -527,6 +527,17 @@ func (s *submitter) record(ctx context.Context, d stage.Delivery[task.SubmitRequ
 // (the task RECONCILING, the attempt SUBMIT_UNKNOWN), as the reconciler
 // does when its lookup finds it: at a provider without lookups (Runway) it
 // is the only way to learn the job.
+// firstPoll is how long after the submit's answer the job is first polled:
+// at once when the answer already reports it finished (a provider that
+// answers from a cache, or a job faster than the call), since its slots are
+// held until the poll ends it; POLL_FIRST_DELAY otherwise.
+func firstPoll(j config.Journey, job provider.Job) time.Duration {
+	if job.Status.Terminal() {
+		return 0
+	}
+	return j.PollFirst
+}
+
 func (s *submitter) lateAnswer(ctx context.Context, tx pgx.Tx, o task.Origin, t task.Task, a attempt.Attempt, job provider.Job) (aggregate.Result, error) {
 	cur, err := attempt.Get(ctx, tx, t.ID, a.ID)
 	if err != nil || cur.Status != attempt.SubmitUnknown {
@@ -536,7 +547,7 @@ func (s *submitter) lateAnswer(ctx context.Context, tx pgx.Tx, o task.Origin, t 
 		return 0, err
 	}
 	now := time.Now()
-	pollAt := now.Add(s.Journey.PollFirst).UTC().Truncate(time.Microsecond)
+	pollAt := now.Add(firstPoll(s.Journey, job)).UTC().Truncate(time.Microsecond)
 	poll, err := o.EmitAt(t, task.PollDue{TaskID: t.ID, AttemptID: a.ID, PollAt: pollAt, Wait: task.Wait{
 		ExpectedStatus: task.ProviderRunning, ExpectedVersion: t.Version + 1, NotBefore: pollAt, Reason: "late submit answer"}}, pollAt)
 	if err != nil {

@@ -155,6 +155,29 @@ func TestAcceptedRunsAndSchedulesThePoll(t *testing.T) {
 	require.Equal(t, 1, b.pending(t, catalog.EventPollDue))
 }
 
+// TestAJobFinishedInTheAnswerIsPolledAtOnce: a job the submit's answer
+// reports finished is polled at once, as its slots are held until the poll
+// ends it; a queued one after POLL_FIRST_DELAY.
+func TestAJobFinishedInTheAnswerIsPolledAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		status provider.Status
+		wait   time.Duration
+	}{{provider.StatusQueued, journey.PollFirst}, {provider.StatusRunning, journey.PollFirst}, {provider.StatusSucceeded, 0}, {provider.StatusFailed, 0}} {
+		t.Run(string(tc.status), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, func(int) (provider.Job, error) { return provider.Job{ID: "job-1", Status: tc.status}, nil })
+			before := time.Now()
+			require.NoError(t, b.deliver(t, uuid.NewString()))
+			after := time.Now()
+			got := b.reload(t)
+			require.Equal(t, task.ProviderRunning, got.Status)
+			require.NotNil(t, got.NextPollAt)
+			requireWaited(t, *got.NextPollAt, before, after, tc.wait, "first poll of a "+string(tc.status)+" job")
+		})
+	}
+}
+
 func TestRateLimitedWaitsAndRetriesWithTheSameKey(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(n int) (provider.Job, error) {

@@ -414,7 +414,7 @@ func (a API) Validate() error {
 
 // Journey tunes the generation stages: polling, retries, slots and waits.
 type Journey struct {
-	PollFirst       time.Duration `envconfig:"POLL_FIRST_DELAY" default:"5s" desc:"wait before the first poll of a provider job"`
+	PollFirst       time.Duration `envconfig:"POLL_FIRST_DELAY" default:"5s" desc:"wait before the first poll of a provider job the submit's answer shows unfinished (a finished one is polled at once)"`
 	PollMax         time.Duration `envconfig:"POLL_MAX_INTERVAL" default:"60s" desc:"longest wait between two polls; intervals grow up to it"`
 	MaxWait         time.Duration `envconfig:"GENERATION_MAX_WAIT" default:"30m" desc:"a provider job running longer fails the task"`
 	RetryBase       time.Duration `envconfig:"SUBMIT_RETRY_BASE" default:"2s" desc:"first backoff after a provider 429/503 or a missing slot"`
