@@ -7,6 +7,7 @@ package drive
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -67,7 +68,9 @@ func terminal(s string) bool {
 }
 
 // Run submits p.N generations, listens to the tenant's event stream, and
-// polls each task until every one is terminal or the timeout passes.
+// reads each task with GET once the stream shows it ended (or after
+// getWithoutNews without that news), until every one is terminal or the
+// timeout passes.
 func Run(ctx context.Context, p Params) (Result, error) {
 	if p.Client == nil {
 		p.Client = &http.Client{Timeout: 30 * time.Second}
@@ -123,6 +126,16 @@ func Run(ctx context.Context, p Params) (Result, error) {
 		}
 	}
 
+	// A task is read with GET once the stream shows it ended, as a client
+	// following the stream would, and every getWithoutNews otherwise, so
+	// that a change the stream lost still ends the run.
+	lastGet := map[uuid.UUID]time.Time{}
+	status := map[uuid.UUID]string{}
+	for _, id := range res.Tasks {
+		lastGet[id] = time.Now()
+	}
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		counts := map[string]int{}
 		done := 0
@@ -132,13 +145,19 @@ func Run(ctx context.Context, p Params) (Result, error) {
 				done++
 				continue
 			}
-			status, version, err := get(ctx, p, id)
+			streamed, ended := stream.latest(id)
+			if !ended && time.Since(lastGet[id]) < getWithoutNews {
+				counts[cmp.Or(streamed, status[id], "QUEUED")]++
+				continue
+			}
+			got, version, err := get(ctx, p, id)
 			if err != nil {
 				return res, err
 			}
-			counts[status]++
-			if terminal(status) {
-				res.Final[id] = status
+			lastGet[id], status[id] = time.Now(), got
+			counts[got]++
+			if terminal(got) {
+				res.Final[id] = got
 				res.Versions[id] = version
 				done++
 			}
@@ -159,7 +178,8 @@ func Run(ctx context.Context, p Params) (Result, error) {
 			}
 			return res, fmt.Errorf("%d of %d generations still running after %s (%s): %s", len(res.Tasks)-done, len(res.Tasks), p.Timeout,
 				summaryOf(counts), strings.Join(stuck, ", "))
-		case <-time.After(500 * time.Millisecond):
+		case <-stream.ended:
+		case <-tick.C:
 		}
 	}
 	// The last state changes may still be on their way through the relay,
@@ -250,11 +270,33 @@ func do(c *http.Client, req *http.Request, out any, want ...int) error {
 	return fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(data)))
 }
 
+// getWithoutNews is how long Run goes without reading a task the stream
+// shows no end of.
+const getWithoutNews = 5 * time.Second
+
 // streamLog collects the versions of each task as the event stream
-// delivered them.
+// delivered them, and its latest state.
 type streamLog struct {
 	mu       sync.Mutex
 	versions map[uuid.UUID][]int64
+	last     map[uuid.UUID]streamed
+	// ended is signalled when a subject's stream reaches a terminal state.
+	ended chan struct{}
+}
+
+// streamed is the newest state the stream showed of a subject.
+type streamed struct {
+	version int64
+	status  string
+}
+
+// latest returns the newest state the stream showed of id, and whether it
+// is terminal.
+func (s *streamLog) latest(id uuid.UUID) (status string, ended bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.last[id]
+	return l.status, terminal(l.status)
 }
 
 // has reports whether every task's stream reached its version.
@@ -293,7 +335,7 @@ func listen(ctx context.Context, p Params) (*streamLog, error) {
 		resp.Body.Close()
 		return nil, fmt.Errorf("open event stream: HTTP %d", resp.StatusCode)
 	}
-	log := &streamLog{versions: map[uuid.UUID][]int64{}}
+	log := &streamLog{versions: map[uuid.UUID][]int64{}, last: map[uuid.UUID]streamed{}, ended: make(chan struct{}, 1)}
 	go func() {
 		defer resp.Body.Close()
 		sc := bufio.NewScanner(resp.Body)
@@ -306,6 +348,7 @@ func listen(ctx context.Context, p Params) (*streamLog, error) {
 				TaskID   uuid.UUID `json:"task_id"`
 				RenderID uuid.UUID `json:"render_id"`
 				Version  int64     `json:"version"`
+				To       string    `json:"to"`
 			}
 			if json.Unmarshal([]byte(strings.TrimSpace(data)), &c) != nil {
 				continue
@@ -316,7 +359,16 @@ func listen(ctx context.Context, p Params) (*streamLog, error) {
 			}
 			log.mu.Lock()
 			log.versions[subject] = append(log.versions[subject], c.Version)
+			if c.Version > log.last[subject].version {
+				log.last[subject] = streamed{version: c.Version, status: c.To}
+			}
 			log.mu.Unlock()
+			if terminal(c.To) {
+				select {
+				case log.ended <- struct{}{}:
+				default:
+				}
+			}
 		}
 	}()
 	return log, nil
