@@ -81,7 +81,7 @@ func addFilterFlags(fs *flag.FlagSet, withStatus bool) filterFlags {
 func (f filterFlags) filter(now time.Time) (quarantine.Filter, error) {
 	out := quarantine.Filter{Consumer: *f.consumer, ErrorClass: *f.class, Category: quarantine.Category(*f.category), ErrorCode: *f.code, Limit: *f.limit}
 	if f.status != nil {
-		out.Status = *f.status
+		out.Status = quarantine.Status(*f.status)
 	}
 	var err error
 	if *f.since != "" {

@@ -72,7 +72,7 @@ func (s *Server) listQuarantine(w http.ResponseWriter, r *http.Request, _ tenant
 		}
 	}
 	f := quarantine.Filter{Consumer: q.Get("consumer"), ErrorClass: q.Get("error_class"), Category: quarantine.Category(q.Get("category")),
-		ErrorCode: q.Get("error_code"), Status: q.Get("status")}
+		ErrorCode: q.Get("error_code"), Status: quarantine.Status(q.Get("status"))}
 	if e := s.times(q, &f); e != nil {
 		return e
 	}

@@ -116,7 +116,7 @@ func TestReplayOfStaleSubmitThroughTheAPI(t *testing.T) {
 	}
 	r = approver(http.MethodPost, replayPath+"/approve", `{"ticket":"OPS-7","operator":"bob","reason":"provider fixed"}`)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-	require.Equal(t, replay.StatusApproved, r.json(t)["status"])
+	require.Equal(t, string(replay.StatusApproved), r.json(t)["status"])
 	r = approver(http.MethodPost, replayPath+"/approve", `{"ticket":"OPS-7","operator":"bob","reason":"provider fixed"}`)
 	require.Equal(t, http.StatusConflict, r.status)
 	require.Equal(t, "replay_decided", r.errorCode(t))

@@ -18,14 +18,12 @@ import (
 // QUARANTINED (open) until it is REPLAYED or DISCARDED, for good.
 type Status string
 
-// The statuses of a row, and the filter value that takes them all. They
-// are untyped so that [Message.Status] and [Filter.Status], strings a
-// person and a query string write, take them as they are.
+// The statuses of a row, and the filter value that takes them all.
 const (
-	Quarantined = "QUARANTINED"
-	Replayed    = "REPLAYED"
-	Discarded   = "DISCARDED"
-	AnyStatus   = "ALL"
+	Quarantined Status = "QUARANTINED"
+	Replayed    Status = "REPLAYED"
+	Discarded   Status = "DISCARDED"
+	AnyStatus   Status = "ALL"
 )
 
 // Bounds of a listing or a bulk replay.
@@ -54,7 +52,7 @@ type Filter struct {
 	ErrorCode string `json:"error_code,omitempty"`
 	// Status is QUARANTINED when empty; ALL takes every status. Bulk
 	// replays take only QUARANTINED.
-	Status string    `json:"status,omitempty"`
+	Status Status    `json:"status,omitempty"`
 	Since  time.Time `json:"since,omitzero"` // received at or after
 	Until  time.Time `json:"until,omitzero"` // received before
 	Limit  int       `json:"limit,omitempty"`
@@ -63,7 +61,7 @@ type Filter struct {
 // Normalize applies the defaults and checks the bounds; an error wraps
 // [ErrInvalid].
 func (f Filter) Normalize() (Filter, error) {
-	f.Status = strings.ToUpper(strings.TrimSpace(f.Status))
+	f.Status = Status(strings.ToUpper(strings.TrimSpace(string(f.Status))))
 	switch f.Status {
 	case "":
 		f.Status = Quarantined

@@ -50,7 +50,7 @@ type Message struct {
 	FirstFailedAt   time.Time `json:"first_failed_at"`
 	LastFailedAt    time.Time `json:"last_failed_at"`
 	Source          string    `json:"source"`
-	Status          string    `json:"status"`
+	Status          Status    `json:"status"`
 	ReceivedAt      time.Time `json:"received_at"`
 	// Owner and DueAt come from the consumer group's catalog entry: the
 	// team that handles it, and FirstFailedAt plus its handling deadline.
@@ -179,12 +179,20 @@ func (m *Stored) derive() {
 	if m.EventType == "" && strings.Contains(m.Tag, ".") {
 		m.EventType = m.Tag // tags are event types except on asset.postprocess
 	}
-	if g, err := catalog.GroupByName(m.Consumer); err == nil && g.Name == m.Consumer {
+	if g, ok := GroupOf(m.Consumer); ok {
 		m.Owner = g.Owner
 		if g.HandleWithin > 0 {
 			m.DueAt = m.FirstFailedAt.Add(g.HandleWithin)
 		}
 	}
+}
+
+// GroupOf finds the catalog group a row's consumer names. A row records a
+// group by its firm name, so a broker name, which the catalog also
+// resolves, names none.
+func GroupOf(consumer string) (catalog.Group, bool) {
+	g, err := catalog.GroupByName(consumer)
+	return g, err == nil && g.Name == consumer
 }
 
 // Read reads one row whole; [ErrNotFound] when there is none.

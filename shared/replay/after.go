@@ -43,22 +43,15 @@ const afterBatch = 100
 // inbox's processed_at is kept as applied_at), in after_report. It reports
 // how many it recorded, and the errors of those it could not.
 func (desk *Desk) RecordOutcomes(ctx context.Context) (int, error) {
-	rows, err := desk.db.Query(ctx, `SELECT r.replay_id, i.result_code, i.processed_at FROM message_replays r
+	rows, _ := desk.db.Query(ctx, `SELECT r.replay_id, i.result_code, i.processed_at FROM message_replays r
 		JOIN inbox_dedup i ON i.consumer_name = r.consumer_name AND i.event_id = r.replay_event_id
 		WHERE r.status = $1 AND r.applied_at IS NULL ORDER BY r.executed_at LIMIT `+fmt.Sprint(afterBatch), StatusExecuted)
-	if err != nil {
-		return 0, fmt.Errorf("find applied replays: %w", err)
-	}
 	type applied struct {
-		id     uuid.UUID
-		result string
-		at     time.Time
+		ID     uuid.UUID
+		Result string
+		At     time.Time
 	}
-	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (applied, error) {
-		var a applied
-		err := r.Scan(&a.id, &a.result, &a.at)
-		return a, err
-	})
+	found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[applied]) // a failed query's error too
 	if err != nil {
 		return 0, fmt.Errorf("find applied replays: %w", err)
 	}
@@ -68,8 +61,8 @@ func (desk *Desk) RecordOutcomes(ctx context.Context) (int, error) {
 		var res aggregate.Result
 		err := pgx.BeginFunc(ctx, desk.db, func(tx pgx.Tx) error {
 			var err error
-			res, err = aggregate.Apply(ctx, tx, Kind, a.id, unrecorded, func(ctx context.Context, tx pgx.Tx, cur Replay) (aggregate.Result, error) {
-				return aggregate.Applied, desk.recordAfter(ctx, tx, cur, a.result, a.at)
+			res, err = aggregate.Apply(ctx, tx, Kind, a.ID, unrecorded, func(ctx context.Context, tx pgx.Tx, cur Replay) (aggregate.Result, error) {
+				return aggregate.Applied, desk.recordAfter(ctx, tx, cur, a.Result, a.At)
 			})
 			return err
 		})

@@ -37,53 +37,52 @@ func (desk *Desk) Approve(ctx context.Context, replayID uuid.UUID, d Decision) (
 			return fmt.Errorf("%w: replay %s was planned with api key %s (%s); a replay is approved with another admin key, by another person",
 				ErrSamePlanner, replayID, key, cur.Operator)
 		}
-		in, now, err := desk.reinspect(ctx, tx, cur)
+		in, err := desk.reinspect(ctx, tx, cur)
 		if err != nil {
 			return err
 		}
 		rep = in.report
-		step, to := decide(rep, d, now)
-		rep.Status = string(to)
-		return move(ctx, tx, cur, to, change{step: step, decision: &d, topic: rep.topic()})
+		return decide(ctx, tx, cur, &rep, d, in.now, false)
 	})
 	if err != nil {
 		return Report{}, err
 	}
-	countDecision(Status(rep.Status))
+	countDecision(rep.Status)
 	if rep.Status == StatusRejected {
-		return rep, refusal(rep.Verdict)
+		return rep, refusal(rep.Verdict, "")
 	}
 	return rep, nil
 }
 
-// decide is decision d on rep, a plan checked again at now: the step to
-// record, and the status it moves the replay to (REJECTED when the
-// verdict is a refusal).
-func decide(rep Report, d Decision, now time.Time) (Step, Status) {
+// decide records decision d on the dry run cur, locked in tx, whose plan
+// rep was checked again at now: cur and rep become APPROVED, or REJECTED
+// when the verdict is a refusal. bulk marks a decision of
+// [Desk.ApproveBulk].
+func decide(ctx context.Context, tx pgx.Tx, cur Replay, rep *Report, d Decision, now time.Time, bulk bool) error {
 	step := rep.step(StepApproved, now, d.Operator)
-	step.Ticket, step.Reason = d.Ticket, d.Reason
+	step.Ticket, step.Reason, step.Bulk = d.Ticket, d.Reason, bulk
+	rep.Status = StatusApproved
 	if rep.Verdict.Action == preview.Refuse {
-		step.Step = StepRefused
-		return step, StatusRejected
+		step.Step, rep.Status = StepRefused, StatusRejected
 	}
-	return step, StatusApproved
+	return move(ctx, tx, cur, rep.Status, change{step: step, decision: &d, topic: rep.topic()})
 }
 
 // reinspect checks a recorded plan again: under the lock of its event and
 // consumer, against the quarantine row and the task as they are now.
-func (desk *Desk) reinspect(ctx context.Context, tx pgx.Tx, cur Replay) (inspection, time.Time, error) {
+func (desk *Desk) reinspect(ctx context.Context, tx pgx.Tx, cur Replay) (inspection, error) {
 	r, err := readRow(ctx, tx, cur.QuarantineID)
 	if errors.Is(err, ErrNotFound) {
 		now, err := dbNow(ctx, tx)
 		if err != nil {
-			return inspection{}, time.Time{}, err
+			return inspection{}, err
 		}
 		rep := *cur.Plan
 		rep.Verdict = preview.Refuse.Because("quarantine.gone", "quarantined message %s no longer exists (pruned or deleted)", cur.QuarantineID)
-		return inspection{report: rep}, now, nil
+		return inspection{report: rep, now: now}, nil
 	}
 	if err != nil {
-		return inspection{}, time.Time{}, err
+		return inspection{}, err
 	}
 	return desk.inspectLocked(ctx, tx, r.Message, cur.ReplayID)
 }
@@ -92,26 +91,19 @@ func (desk *Desk) reinspect(ctx context.Context, tx pgx.Tx, cur Replay) (inspect
 // and consumer, read again under it: a decision that held the lock may
 // have replayed the message meanwhile. self is the replay being decided,
 // uuid.Nil for a new one.
-func (desk *Desk) inspectLocked(ctx context.Context, tx pgx.Tx, m quarantine.Message, self uuid.UUID) (inspection, time.Time, error) {
+func (desk *Desk) inspectLocked(ctx context.Context, tx pgx.Tx, m quarantine.Message, self uuid.UUID) (inspection, error) {
 	if err := quarantine.LockEvent(ctx, tx, m); err != nil {
-		return inspection{}, time.Time{}, err
+		return inspection{}, err
 	}
 	r, err := readRow(ctx, tx, m.QuarantineID)
 	if err != nil {
-		return inspection{}, time.Time{}, err
+		return inspection{}, err
 	}
 	now, err := dbNow(ctx, tx)
 	if err != nil {
-		return inspection{}, time.Time{}, err
+		return inspection{}, err
 	}
-	in, err := desk.inspect(ctx, tx, r, now, self)
-	if err != nil {
-		return inspection{}, time.Time{}, err
-	}
-	if self != uuid.Nil {
-		in.report.ReplayID = self
-	}
-	return in, now, nil
+	return desk.inspect(ctx, tx, r, now, self)
 }
 
 // apiKeyOf is the API key an operator string names ("alice (api key

@@ -1,10 +1,12 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -62,7 +64,7 @@ func bulkFilter(f quarantine.Filter) (quarantine.Filter, error) {
 	if f.Consumer == "" {
 		return f, invalidf("a bulk replay needs a consumer group")
 	}
-	if _, ok := groupOf(f.Consumer); !ok {
+	if _, ok := quarantine.GroupOf(f.Consumer); !ok {
 		return f, invalidf("consumer group %q is not in the catalog", f.Consumer)
 	}
 	if f.Status != "" && f.Status != quarantine.Quarantined {
@@ -79,26 +81,7 @@ func bulkFilter(f quarantine.Filter) (quarantine.Filter, error) {
 // message of one consumer group that f selects, counted by action. It
 // reads only.
 func (desk *Desk) PlanBulk(ctx context.Context, f quarantine.Filter) (BulkReport, error) {
-	f, err := bulkFilter(f)
-	if err != nil {
-		return BulkReport{}, err
-	}
-	b, found, err := selectBulk(ctx, desk.db, f)
-	if err != nil {
-		return BulkReport{}, err
-	}
-	now, err := dbNow(ctx, desk.db)
-	if err != nil {
-		return BulkReport{}, err
-	}
-	for _, r := range found {
-		in, err := desk.inspect(ctx, desk.db, r, now, uuid.Nil)
-		if err != nil {
-			return BulkReport{}, err
-		}
-		b.add(in.report, "")
-	}
-	return b, nil
+	return desk.bulk(ctx, f, nil, 0)
 }
 
 // ApproveBulk approves a bulk replay under one decision: every message f
@@ -109,64 +92,85 @@ func (desk *Desk) PlanBulk(ctx context.Context, f quarantine.Filter) (BulkReport
 // number of messages the dry run showed: if the filter now selects another
 // number, nothing is approved and the error wraps [ErrChanged].
 func (desk *Desk) ApproveBulk(ctx context.Context, f quarantine.Filter, d Decision, expect int) (BulkReport, error) {
+	return desk.bulk(ctx, f, &d, expect)
+}
+
+// bulk is a bulk dry run when d is nil, else a bulk approval under d.
+func (desk *Desk) bulk(ctx context.Context, f quarantine.Filter, d *Decision, expect int) (BulkReport, error) {
 	f, err := bulkFilter(f)
+	if err == nil && d != nil {
+		err = d.validate()
+	}
 	if err != nil {
 		return BulkReport{}, err
 	}
-	if err := d.validate(); err != nil {
-		return BulkReport{}, err
-	}
-	b, found, err := selectBulk(ctx, desk.db, f)
+	// One row per event (its oldest open copy), oldest first, up to the
+	// limit.
+	sel, err := quarantine.SelectEvents(ctx, desk.db, f)
 	if err != nil {
 		return BulkReport{}, err
 	}
-	if expect > 0 && b.Messages != expect {
-		return BulkReport{}, fmt.Errorf("%w: the filter selects %d messages now, the dry run showed %d; run the dry run again", ErrChanged, b.Messages, expect)
+	if d != nil && expect > 0 && sel.Events != expect {
+		return BulkReport{}, fmt.Errorf("%w: the filter selects %d messages now, the dry run showed %d; run the dry run again", ErrChanged, sel.Events, expect)
 	}
-	b.Ticket = d.Ticket
-	for _, r := range found {
-		rep, status, err := desk.approveOne(ctx, f, r, d)
+	b := BulkReport{Filter: f, Matched: sel.Matched, Messages: sel.Events, Planned: len(sel.Oldest),
+		Counts: map[preview.Action]int{preview.Act: 0, preview.StaleNoop: 0, preview.Refuse: 0}, Items: []BulkItem{}}
+	var now time.Time
+	if d != nil {
+		b.Ticket = d.Ticket
+	} else if now, err = dbNow(ctx, desk.db); err != nil {
+		return BulkReport{}, err
+	}
+	for _, r := range sel.Oldest {
+		var (
+			in     inspection
+			status string
+		)
+		if d != nil {
+			in, status, err = desk.approveOne(ctx, f, r, *d)
+		} else {
+			in, err = desk.inspect(ctx, desk.db, r, now, uuid.Nil)
+		}
 		if err != nil {
 			return BulkReport{}, err
 		}
-		b.add(rep, status)
+		b.add(in.report, status)
 	}
 	return b, nil
 }
 
-// approveOne records the approval or refusal of one message of a bulk.
-func (desk *Desk) approveOne(ctx context.Context, f quarantine.Filter, r quarantine.Stored, d Decision) (Report, string, error) {
+// approveOne records the approval or refusal of one message of a bulk: its
+// plan and the decision on it, in one transaction.
+func (desk *Desk) approveOne(ctx context.Context, f quarantine.Filter, r quarantine.Stored, d Decision) (inspection, string, error) {
 	var (
-		rep    Report
+		in     inspection
 		status string
 	)
 	err := pgx.BeginFunc(ctx, desk.db, func(tx pgx.Tx) error {
-		in, now, err := desk.inspectLocked(ctx, tx, r.Message, uuid.Nil)
-		if err != nil {
+		var err error
+		if in, err = desk.inspectLocked(ctx, tx, r.Message, uuid.Nil); err != nil {
 			return err
 		}
-		rep = in.report
-		if rep.Verdict.Code == "replay.already_replayed" && coveredBy(rep.PriorReplays, d.Ticket) {
+		if in.report.Verdict.Code == "replay.already_replayed" && coveredBy(in.report.PriorReplays, d.Ticket) {
 			status = statusAlreadyApproved
 			return nil
 		}
-		rep.ReplayID = uuid.Must(uuid.NewV7())
-		planned := rep.step(StepPlanned, now, d.Operator)
-		decided, to := decide(rep, d, now)
-		planned.Bulk, decided.Bulk = true, true
-		rep.Status, status = string(to), string(to)
-		in.report = rep
-		rec := stored{QuarantineID: r.QuarantineID, Plan: rep, Steps: []Step{planned, decided}, Bulk: &f}
-		return insert(ctx, tx, in, rec, d, to, now)
+		cur, err := record(ctx, tx, &in, d.Operator, &f)
+		if err != nil {
+			return err
+		}
+		err = decide(ctx, tx, cur, &in.report, d, in.now, true)
+		status = string(in.report.Status)
+		return err
 	})
 	if err != nil {
-		return Report{}, "", err
+		return inspection{}, "", err
 	}
 	if status != statusAlreadyApproved {
 		countStep(metricPlanned)
-		countDecision(Status(status))
+		countDecision(in.report.Status)
 	}
-	return rep, status, nil
+	return in, status, nil
 }
 
 // coveredBy reports whether an approved or executed replay under ticket is
@@ -187,7 +191,7 @@ func (b *BulkReport) add(rep Report, status string) {
 	if rep.Task != nil {
 		item.TaskID, item.TaskStatus, item.TaskVersion = rep.Task.TaskID.String(), rep.Task.Status, rep.Task.Version
 	}
-	switch status {
+	switch Status(status) {
 	case StatusApproved:
 		b.Approved++
 	case StatusRejected:
@@ -195,24 +199,11 @@ func (b *BulkReport) add(rep Report, status string) {
 	case statusAlreadyApproved:
 		b.AlreadyApproved++
 	}
-	if status == StatusApproved || status == StatusRejected {
-		id := rep.ReplayID
-		item.ReplayID = &id
+	if rep.ReplayID != uuid.Nil { // a row was recorded for it
+		item.ReplayID = &rep.ReplayID
 	}
 	b.Counts[rep.Verdict.Action]++
 	b.Items = append(b.Items, item)
-}
-
-// selectBulk counts what f matches and reads the messages to plan: one row
-// per event (its oldest open copy), oldest first, up to the limit.
-func selectBulk(ctx context.Context, q querier, f quarantine.Filter) (BulkReport, []quarantine.Stored, error) {
-	sel, err := quarantine.SelectEvents(ctx, q, f)
-	if err != nil {
-		return BulkReport{}, nil, err
-	}
-	b := BulkReport{Filter: f, Matched: sel.Matched, Messages: sel.Events, Planned: len(sel.Oldest),
-		Counts: map[preview.Action]int{preview.Act: 0, preview.StaleNoop: 0, preview.Refuse: 0}, Items: []BulkItem{}}
-	return b, sel.Oldest, nil
 }
 
 // BulkExecution is what executing a ticket did.
@@ -249,47 +240,35 @@ type ExecuteBulkParams struct {
 // Refusals and failures are listed and do not stop the others; calling it
 // again executes only what is left.
 func (desk *Desk) ExecuteBulk(ctx context.Context, p ExecuteBulkParams) (BulkExecution, error) {
-	if err := checkWord("ticket", p.Ticket, maxTicket); err != nil {
+	if err := cmp.Or(checkWord("ticket", p.Ticket, maxTicket), checkWord("operator", p.Operator, maxOperator)); err != nil {
 		return BulkExecution{}, err
 	}
-	if err := checkWord("operator", p.Operator, maxOperator); err != nil {
-		return BulkExecution{}, err
-	}
-	ticket := p.Ticket
-	x := BulkExecution{Ticket: ticket, Consumer: p.Consumer, Executed: []Execution{}, Refused: []BulkFailure{}, Failed: []BulkFailure{}}
-	rows, err := desk.db.Query(ctx, `SELECT replay_id, status FROM message_replays
+	x := BulkExecution{Ticket: p.Ticket, Consumer: p.Consumer, Executed: []Execution{}, Refused: []BulkFailure{}, Failed: []BulkFailure{}}
+	rows, _ := desk.db.Query(ctx, `SELECT replay_id, status FROM message_replays
 		WHERE ticket = $1 AND ($2 = '' OR consumer_name = $2) AND status IN ($3, $4)
-		ORDER BY created_at, replay_id`, ticket, p.Consumer, StatusApproved, StatusExecuted)
-	if err != nil {
-		return BulkExecution{}, fmt.Errorf("list approvals of ticket %s: %w", ticket, err)
-	}
+		ORDER BY created_at, replay_id`, p.Ticket, p.Consumer, StatusApproved, StatusExecuted)
 	type approval struct {
-		id     uuid.UUID
-		status Status
+		ID     uuid.UUID
+		Status Status
 	}
-	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (approval, error) {
-		var a approval
-		err := r.Scan(&a.id, &a.status)
-		return a, err
-	})
+	found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[approval]) // a failed query's error too
 	if err != nil {
-		return BulkExecution{}, fmt.Errorf("list approvals of ticket %s: %w", ticket, err)
+		return BulkExecution{}, fmt.Errorf("list approvals of ticket %s: %w", p.Ticket, err)
 	}
 	for _, a := range found {
-		if a.status == StatusExecuted {
+		if a.Status == StatusExecuted {
 			x.AlreadyExecuted++
 			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return x, err
 		}
-		id := a.id
-		e, err := desk.Execute(ctx, id, p.Operator)
+		e, err := desk.Execute(ctx, a.ID, p.Operator)
 		switch {
 		case errors.Is(err, ErrRefused):
-			x.Refused = append(x.Refused, BulkFailure{ReplayID: id, Reason: err.Error()})
+			x.Refused = append(x.Refused, BulkFailure{ReplayID: a.ID, Reason: err.Error()})
 		case err != nil:
-			x.Failed = append(x.Failed, BulkFailure{ReplayID: id, Reason: err.Error()})
+			x.Failed = append(x.Failed, BulkFailure{ReplayID: a.ID, Reason: err.Error()})
 		case e.AlreadyExecuted:
 			x.AlreadyExecuted++ // executed meanwhile by another call
 		default:

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -39,12 +40,13 @@ var (
 	ErrOutsideWindow = errors.New("event outside the replay window")
 )
 
-// refusal is the error of a decision refused with verdict v.
-func refusal(v preview.Verdict) error {
+// refusal is the error of a decision refused with verdict v; about, when
+// not empty, says which earlier decision refused it.
+func refusal(v preview.Verdict, about string) error {
 	if v.Code == CodeOutsideWindow {
-		return fmt.Errorf("%w: %w: %s", ErrRefused, ErrOutsideWindow, v.Reason)
+		return fmt.Errorf("%w: %w: %s%s", ErrRefused, ErrOutsideWindow, about, v.Reason)
 	}
-	return fmt.Errorf("%w: %s: %s", ErrRefused, v.Code, v.Reason)
+	return fmt.Errorf("%w: %s%s: %s", ErrRefused, about, v.Code, v.Reason)
 }
 
 func invalidf(format string, args ...any) error {
@@ -72,14 +74,12 @@ type Decision struct {
 }
 
 func (d Decision) validate() error {
-	for _, err := range []error{
+	if err := cmp.Or(
 		checkWord("ticket", d.Ticket, maxTicket),
 		checkWord("operator", d.Operator, maxOperator),
 		checkWord("reason", d.Reason, maxReason),
-	} {
-		if err != nil {
-			return err
-		}
+	); err != nil {
+		return err
 	}
 	if strings.EqualFold(strings.TrimSpace(d.Ticket), NoTicket) {
 		return invalidf("ticket %q is what a dry run records; approve under the real ticket", NoTicket)

@@ -59,35 +59,34 @@ func (desk *Desk) Execute(ctx context.Context, approvalID uuid.UUID, operator st
 	var (
 		x       Execution
 		refused error
-		again   bool // executed before: nothing written now
 	)
 	err := pgx.BeginFunc(ctx, desk.db, func(tx pgx.Tx) error {
 		cur, err := lockReplay(ctx, tx, approvalID)
 		if err != nil {
 			return err
 		}
-		again = false
 		switch cur.Status {
 		case StatusExecuted:
-			x, again = executed(cur), true
+			x = executed(cur)
+			x.AlreadyExecuted = true
 			return nil
 		case StatusDryRun:
 			return fmt.Errorf("%w: replay %s is a dry run; approve it first under a ticket", ErrNotApproved, approvalID)
 		case StatusRejected:
 			return refusedBefore(cur)
 		}
-		in, now, err := desk.reinspect(ctx, tx, cur)
+		in, err := desk.reinspect(ctx, tx, cur)
 		if err != nil {
 			return err
 		}
 		rep := in.report
-		step := rep.step(StepExecuted, now, operator)
+		step := rep.step(StepExecuted, in.now, operator)
 		if rep.Verdict.Action == preview.Refuse {
 			step.Step = StepRefused
-			refused = refusal(rep.Verdict)
+			refused = refusal(rep.Verdict, "")
 			return move(ctx, tx, cur, StatusRejected, change{step: step})
 		}
-		ev, err := replayEvent(in, now)
+		ev, err := replayEvent(in)
 		if err != nil {
 			return err
 		}
@@ -105,11 +104,10 @@ func (desk *Desk) Execute(ctx context.Context, approvalID uuid.UUID, operator st
 		if err != nil {
 			return err
 		}
-		x = Execution{
-			ReplayID: approvalID, OriginalEventID: cur.OriginalEventID, ReplayEventID: replayEventID,
-			Consumer: rep.Message.Consumer, Target: *rep.Target, ExecutedAt: now, Verdict: rep.Verdict,
-			QuarantineReplayed: marked,
-		}
+		// The execution is what the row records now, as a second call reads it.
+		cur.ReplayEventID, cur.ExecutedAt, cur.Steps = &replayEventID, &in.now, append(cur.Steps, step)
+		x = executed(cur)
+		x.QuarantineReplayed = marked
 		return nil
 	})
 	if err != nil {
@@ -118,7 +116,7 @@ func (desk *Desk) Execute(ctx context.Context, approvalID uuid.UUID, operator st
 	switch {
 	case refused != nil:
 		countStep(metricRefused)
-	case !again:
+	case !x.AlreadyExecuted:
 		countStep(metricExecuted)
 	}
 	return x, refused
@@ -144,13 +142,13 @@ func replaySpan(ctx context.Context, orig envelope.Envelope, ev *outbox.Event) (
 
 // replayEvent is the outbox event of a replay: the original envelope with
 // a new id, caused by the original, to the original destination.
-func replayEvent(in inspection, now time.Time) (outbox.Event, error) {
+func replayEvent(in inspection) (outbox.Event, error) {
 	orig := in.env
 	env, err := envelope.New(envelope.NewParams{
 		EventType:     orig.EventType,
 		SchemaVersion: orig.SchemaVersion,
 		Producer:      Producer,
-		OccurredAt:    now,
+		OccurredAt:    in.now,
 		AggregateType: orig.AggregateType,
 		AggregateID:   orig.AggregateID,
 		TenantID:      orig.TenantID,
@@ -167,17 +165,14 @@ func replayEvent(in inspection, now time.Time) (outbox.Event, error) {
 	case catalog.FIFO:
 		ev.MessageGroup = in.report.Target.MessageGroup
 	case catalog.Delay:
-		ev.DeliverAt = now // due at once: the operator decided it is time
+		ev.DeliverAt = in.now // due at once: the operator decided it is time
 	}
 	return ev, nil
 }
 
 // executed is the execution an EXECUTED row records.
 func executed(cur Replay) Execution {
-	x := Execution{
-		ReplayID: cur.ReplayID, OriginalEventID: cur.OriginalEventID, Consumer: cur.Consumer,
-		AlreadyExecuted: true, Target: Destination{Topic: cur.Topic},
-	}
+	x := Execution{ReplayID: cur.ReplayID, OriginalEventID: cur.OriginalEventID, Consumer: cur.Consumer, Target: Destination{Topic: cur.Topic}}
 	if cur.ReplayEventID != nil {
 		x.ReplayEventID = *cur.ReplayEventID
 	}
@@ -202,13 +197,8 @@ func executed(cur Replay) Execution {
 // refusal its steps record.
 func refusedBefore(cur Replay) error {
 	for i := len(cur.Steps) - 1; i >= 0; i-- {
-		v := cur.Steps[i].Verdict
-		switch {
-		case cur.Steps[i].Step != StepRefused || v == nil:
-		case v.Code == CodeOutsideWindow:
-			return fmt.Errorf("%w: %w: replay %s was refused: %s", ErrRefused, ErrOutsideWindow, cur.ReplayID, v.Reason)
-		default:
-			return fmt.Errorf("%w: replay %s was refused: %s: %s", ErrRefused, cur.ReplayID, v.Code, v.Reason)
+		if s := cur.Steps[i]; s.Step == StepRefused && s.Verdict != nil {
+			return refusal(*s.Verdict, fmt.Sprintf("replay %s was refused: ", cur.ReplayID))
 		}
 	}
 	return fmt.Errorf("%w: replay %s was refused: no reason recorded", ErrRefused, cur.ReplayID)

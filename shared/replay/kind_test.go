@@ -12,6 +12,7 @@ import (
 	"github.com/aivedio/pipeline/shared/aggregate"
 	"github.com/aivedio/pipeline/shared/aggregate/aggregatetest"
 	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/quarantine"
 )
 
 func TestKindConforms(t *testing.T) {
@@ -53,16 +54,35 @@ func TestMoveRefusesAMoveNotInTheTable(t *testing.T) {
 			}
 			n++
 			// Refused before the database is touched: no transaction needed.
-			err := move(t.Context(), nil, Replay{ReplayID: uuid.New(), Status: string(from)}, to, change{})
+			err := move(t.Context(), nil, Replay{ReplayID: uuid.New(), Status: from}, to, change{})
 			require.ErrorIs(t, err, aggregate.ErrIllegalMove, "%s -> %s", from, to)
 		}
 	}
 	require.NotZero(t, n)
-	for _, s := range Kind.States {
-		if born(s) {
-			continue
-		}
-		err := insert(t.Context(), nil, inspection{}, stored{}, Decision{}, s, time.Time{})
-		require.ErrorIs(t, err, aggregate.ErrIllegalMove, "a new row in %s", s)
+}
+
+// TestRowsAreBornDryRun: a row is written new only as a dry run, whether
+// a dry run or a bulk approval records it; a decision is a move from it.
+func TestRowsAreBornDryRun(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.TestSchema(t)
+	for _, bulk := range []*quarantine.Filter{nil, {Consumer: "cg.conformance"}} {
+		in := inspection{now: time.Now().UTC(), report: Report{Status: StatusDryRun,
+			Message: quarantine.Message{QuarantineID: uuid.New(), Consumer: "cg.conformance", Topic: "topic"}}}
+		var cur Replay
+		require.NoError(t, pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error {
+			var err error
+			cur, err = record(t.Context(), tx, &in, "conformance", bulk)
+			return err
+		}))
+		got, err := readReplay(t.Context(), pool, cur.ReplayID, false)
+		require.NoError(t, err)
+		require.Equal(t, StatusDryRun, got.Status)
+		require.Equal(t, Replay{ReplayID: got.ReplayID, Status: got.Status}, cur)
+		require.Equal(t, NoTicket, got.Ticket)
+		require.Equal(t, in.report.ReplayID, got.ReplayID)
+		require.Len(t, got.Steps, 1)
+		require.Equal(t, StepPlanned, got.Steps[0].Step)
+		require.Equal(t, bulk != nil, got.Steps[0].Bulk)
 	}
 }

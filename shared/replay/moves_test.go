@@ -78,7 +78,7 @@ func TestEveryMoveMadeIsInTheTable(t *testing.T) {
 		r, err := b.desk.Get(ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, replay.StepPlanned, r.Steps[0].Step, "a replay starts as a plan")
-		from := replay.Status(replay.StatusDryRun)
+		from := replay.StatusDryRun
 		for _, s := range r.Steps[1:] {
 			to, ok := after[s.Step]
 			require.True(t, ok, "step %q", s.Step)
@@ -86,7 +86,7 @@ func TestEveryMoveMadeIsInTheTable(t *testing.T) {
 			made[[2]replay.Status{from, to}] = true
 			from = to
 		}
-		require.Equal(t, string(from), r.Status, "replay %s: its status is where its steps lead", id)
+		require.Equal(t, from, r.Status, "replay %s: its status is where its steps lead", id)
 	}
 	for _, from := range replay.Kind.States {
 		for _, to := range replay.Kind.Moves[from] {

@@ -40,7 +40,7 @@ func (desk *Desk) Plan(ctx context.Context, ref Ref, operator string) (Report, e
 	if ref.ID == uuid.Nil {
 		return Report{}, invalidf("an event id or quarantine id is required")
 	}
-	var rep Report
+	var in inspection
 	err := pgx.BeginFunc(ctx, desk.db, func(tx pgx.Tx) error {
 		r, err := resolve(ctx, tx, ref)
 		if err != nil {
@@ -50,22 +50,17 @@ func (desk *Desk) Plan(ctx context.Context, ref Ref, operator string) (Report, e
 		if err != nil {
 			return err
 		}
-		in, err := desk.inspect(ctx, tx, r, now, uuid.Nil)
-		if err != nil {
+		if in, err = desk.inspect(ctx, tx, r, now, uuid.Nil); err != nil {
 			return err
 		}
-		in.report.ReplayID = uuid.Must(uuid.NewV7())
-		rec := stored{QuarantineID: r.QuarantineID, Plan: in.report, Steps: []Step{in.report.step(StepPlanned, now, operator)}}
-		if err := insert(ctx, tx, in, rec, Decision{Ticket: NoTicket, Operator: operator, Reason: DryRunReason}, StatusDryRun, now); err != nil {
-			return err
-		}
-		rep = in.report
-		return nil
+		_, err = record(ctx, tx, &in, operator, nil)
+		return err
 	})
-	if err == nil {
-		countStep(metricPlanned)
+	if err != nil {
+		return Report{}, err
 	}
-	return rep, err
+	countStep(metricPlanned)
+	return in.report, nil
 }
 
 // resolve finds the quarantine row ref names: by quarantine id, else by
@@ -104,18 +99,19 @@ func resolve(ctx context.Context, q querier, ref Ref) (quarantine.Stored, error)
 	return found[0], nil
 }
 
-// inspection is a report with what executing it needs.
+// inspection is a report with what deciding and executing it need.
 type inspection struct {
 	report Report
+	now    time.Time         // when it was checked, by the database's clock
 	env    envelope.Envelope // valid when report.Event is set
 	topic  catalog.Topic     // valid when report.Target is set
 }
 
 // inspect builds the report of r as things are at now. self is the replay
-// being decided, left out of the earlier replays.
+// being decided, left out of the earlier replays; uuid.Nil for a new one.
 func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, now time.Time, self uuid.UUID) (inspection, error) {
-	in := inspection{report: Report{
-		Status: StatusDryRun, PlannedAt: now, Message: r.Message,
+	in := inspection{now: now, report: Report{
+		ReplayID: self, Status: StatusDryRun, PlannedAt: now, Message: r.Message,
 		Effects: preview.Effects{Attempts: []preview.Attempt{}, Assets: []preview.Asset{}, Ledger: []billing.LedgerEntry{}},
 	}}
 	rep := &in.report
@@ -146,7 +142,7 @@ func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, n
 		in.env = env
 		rep.Event = &env
 	}
-	group, known := groupOf(r.Consumer)
+	group, known := quarantine.GroupOf(r.Consumer)
 	rl, hasRule := desk.rules[r.Consumer]
 
 	var destErr error
@@ -189,15 +185,12 @@ func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, n
 		refusedBy *Prior
 		verdict   preview.Verdict
 	)
-	for i, p := range rep.PriorReplays {
-		if decided(p.Status) {
-			refusedBy = &rep.PriorReplays[i]
-			break
-		}
+	if i := slices.IndexFunc(rep.PriorReplays, func(p Prior) bool { return decided(p.Status) }); i >= 0 {
+		refusedBy = &rep.PriorReplays[i]
 	}
 	switch {
 	case !r.Open():
-		verdict = preview.Refuse.Because("quarantine."+strings.ToLower(r.Status), "the message is %s already; a quarantined message is replayed once", r.Status)
+		verdict = preview.Refuse.Because("quarantine."+strings.ToLower(string(r.Status)), "the message is %s already; a quarantined message is replayed once", r.Status)
 	case tooOld != nil:
 		verdict = *tooOld
 	case !known:

@@ -385,6 +385,21 @@ func TestBulkDryRunCountsThenApprovesAndExecutesOnce(t *testing.T) {
 	require.Equal(t, 2, approved.Rejected)
 	require.Equal(t, 3, b.count(t, `SELECT count(*) FROM message_replays WHERE ticket = $1 AND status = 'APPROVED'`, approval.Ticket))
 	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM message_replays WHERE ticket = $1 AND status = 'REJECTED'`, approval.Ticket))
+	for _, it := range approved.Items {
+		require.NotNil(t, it.ReplayID)
+		r, err := b.desk.Get(ctx, *it.ReplayID)
+		require.NoError(t, err)
+		require.Equal(t, it.Status, string(r.Status))
+		require.Equal(t, []string{approval.Ticket, approval.Operator, approval.Reason}, []string{r.Ticket, r.Operator, r.Reason})
+		require.Equal(t, r.Status == replay.StatusApproved, r.ApprovedAt != nil)
+		require.Len(t, r.Steps, 2, "planned and decided in one transaction")
+		for _, s := range r.Steps {
+			require.True(t, s.Bulk)
+			require.Equal(t, approval.Operator, s.Operator)
+		}
+		require.Equal(t, replay.StepPlanned, r.Steps[0].Step)
+		require.Equal(t, approval.Ticket, r.Steps[1].Ticket)
+	}
 
 	again, err := b.desk.ApproveBulk(ctx, f, approval, 0)
 	require.NoError(t, err)

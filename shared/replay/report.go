@@ -22,7 +22,7 @@ type Report struct {
 	// ReplayID is the message_replays row: the plan id, and the approval id
 	// once approved.
 	ReplayID  uuid.UUID          `json:"replay_id"`
-	Status    string             `json:"status"`
+	Status    Status             `json:"status"`
 	PlannedAt time.Time          `json:"planned_at"`
 	Message   quarantine.Message `json:"message"`
 	// Copies are other open quarantine rows of the same event and
@@ -111,7 +111,7 @@ type Replay struct {
 	QuarantineID    uuid.UUID  `json:"quarantine_id"`
 	Consumer        string     `json:"consumer"`
 	Topic           string     `json:"topic"`
-	Status          string     `json:"status"`
+	Status          Status     `json:"status"`
 	Ticket          string     `json:"ticket"`
 	Operator        string     `json:"operator"`
 	Reason          string     `json:"reason"`

@@ -108,7 +108,7 @@ func priors(ctx context.Context, q querier, consumer string, eventID, self uuid.
 	}
 	out := make([]Prior, len(found))
 	for i, r := range found {
-		out[i] = Prior{ReplayID: r.ReplayID, Status: Status(r.Status), Ticket: r.Ticket, Operator: r.Operator, CreatedAt: r.CreatedAt}
+		out[i] = Prior{ReplayID: r.ReplayID, Status: r.Status, Ticket: r.Ticket, Operator: r.Operator, CreatedAt: r.CreatedAt}
 		if r.ReplayEventID != nil {
 			out[i].ReplayEventID = r.ReplayEventID.String()
 		}
@@ -116,30 +116,28 @@ func priors(ctx context.Context, q querier, consumer string, eventID, self uuid.
 	return out, nil
 }
 
-// insert writes a new message_replays row in status s, which must be one
-// a row is born in.
-func insert(ctx context.Context, tx pgx.Tx, in inspection, rec stored, d Decision, s Status, now time.Time) error {
-	rep := in.report
-	if !born(s) {
-		return &aggregate.IllegalMoveError{Kind: Kind.Name, ID: rep.ReplayID.String(), From: "(new)", To: string(s)}
-	}
-	report, err := json.Marshal(rec)
+// record writes in's plan as a new DRY_RUN row under a new replay id,
+// planned by operator: a dry run, or the first step of a bulk approval
+// when bulk, its filter, is set. It returns the row as written, for the
+// decision that follows it in a bulk approval's transaction.
+func record(ctx context.Context, tx pgx.Tx, in *inspection, operator string, bulk *quarantine.Filter) (Replay, error) {
+	rep := &in.report
+	rep.ReplayID = uuid.Must(uuid.NewV7())
+	step := rep.step(StepPlanned, in.now, operator)
+	step.Bulk = bulk != nil
+	report, err := json.Marshal(stored{QuarantineID: rep.Message.QuarantineID, Plan: *rep, Steps: []Step{step}, Bulk: bulk})
 	if err != nil {
-		return fmt.Errorf("encode replay report: %w", err)
+		return Replay{}, fmt.Errorf("encode replay report: %w", err)
 	}
 	original, _ := uuid.Parse(rep.Message.EventID) // the nil UUID for a message without a readable id
-	var approvedAt *time.Time
-	if s == StatusApproved {
-		approvedAt = &now
-	}
 	_, err = tx.Exec(ctx, `INSERT INTO message_replays (replay_id, original_event_id, consumer_name, topic, ticket, operator, reason,
-			status, dry_run_report, created_at, approved_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-		rep.ReplayID, original, rep.Message.Consumer, rep.topic(), d.Ticket, d.Operator, d.Reason, s, string(report), now, approvedAt)
+			status, dry_run_report, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		rep.ReplayID, original, rep.Message.Consumer, rep.topic(), NoTicket, operator, DryRunReason, StatusDryRun, string(report), in.now)
 	if err != nil {
-		return fmt.Errorf("record replay of %s: %w", rep.Message.QuarantineID, err)
+		return Replay{}, fmt.Errorf("record replay of %s: %w", rep.Message.QuarantineID, err)
 	}
-	return nil
+	return Replay{ReplayID: rep.ReplayID, Status: StatusDryRun}, nil
 }
 
 // change is what a move writes beside the status: the step it adds to
@@ -157,7 +155,7 @@ type change struct {
 // changes a replay's status. A move the table does not have is an
 // [*aggregate.IllegalMoveError], and nothing is written.
 func move(ctx context.Context, tx pgx.Tx, cur Replay, to Status, ch change) error {
-	from := Status(cur.Status)
+	from := cur.Status
 	if !moves.Legal(from, to) {
 		return &aggregate.IllegalMoveError{Kind: Kind.Name, ID: cur.ReplayID.String(), From: string(from), To: string(to)}
 	}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/quarantine"
 )
 
@@ -39,10 +38,4 @@ func readRow(ctx context.Context, q querier, id uuid.UUID) (quarantine.Stored, e
 		return r, fmt.Errorf("%w: no quarantined message %s", ErrNotFound, id)
 	}
 	return r, err
-}
-
-// groupOf finds the catalog group of a quarantine row's consumer.
-func groupOf(consumer string) (catalog.Group, bool) {
-	g, err := catalog.GroupByName(consumer)
-	return g, err == nil && g.Name == consumer
 }

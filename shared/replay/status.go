@@ -9,22 +9,20 @@ import (
 // Status is the state of a replay: its message_replays.status.
 type Status string
 
-// The statuses. They are untyped so that the reports, which carry a
-// status as a JSON string ([Report.Status], [Replay.Status]), take them
-// as they are.
+// The statuses.
 const (
-	StatusDryRun   = "DRY_RUN"
-	StatusApproved = "APPROVED"
-	StatusExecuted = "EXECUTED"
-	StatusRejected = "REJECTED"
+	StatusDryRun   Status = "DRY_RUN"
+	StatusApproved Status = "APPROVED"
+	StatusExecuted Status = "EXECUTED"
+	StatusRejected Status = "REJECTED"
 )
 
 // moves is the replay's table of legal moves. A dry run is approved, or
 // rejected when its verdict is a refusal at approval; an approval is
 // executed, or rejected when its verdict became a refusal. EXECUTED and
-// REJECTED are final. A row is born DRY_RUN ([Desk.Plan]) or, planned and
-// decided in one transaction ([Desk.ApproveBulk]), in a status a dry run
-// moves to.
+// REJECTED are final. A row is born DRY_RUN, even one that a bulk
+// approval plans and decides in one transaction ([Desk.ApproveBulk]): its
+// decision is a move like any other.
 var moves = aggregate.Moves[Status]{
 	StatusDryRun:   {StatusApproved, StatusRejected},
 	StatusApproved: {StatusExecuted, StatusRejected},
@@ -38,14 +36,11 @@ var Kind = aggregate.Kind[uuid.UUID, Status, Replay]{
 	States: []Status{StatusDryRun, StatusApproved, StatusExecuted, StatusRejected},
 	Moves:  moves,
 	Lock:   lockReplay,
-	Status: func(r Replay) Status { return Status(r.Status) },
+	Status: func(r Replay) Status { return r.Status },
 }
 
 // Legal reports whether a replay may move from one status to another.
 func Legal(from, to Status) bool { return moves.Legal(from, to) }
-
-// born reports whether a row may be written new in status s.
-func born(s Status) bool { return s == StatusDryRun || moves.Legal(StatusDryRun, s) }
 
 // decided reports whether a replay in status s holds its event for its
 // consumer: approved or executed, so no other replay of it is approved.
