@@ -47,8 +47,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,7 +57,6 @@ import (
 	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
-	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/slots"
@@ -277,139 +274,6 @@ func (s *submitter) unansweredSend(ctx context.Context, d stage.Delivery[task.Su
 		Message: "an earlier send under this attempt has no recorded answer, and " + a.Provider + " does not dedup a resend"})
 }
 
-// pick is where a submit goes: a route whose slots are held, or none with
-// the floor of the wait, or unfit saying why no provider can serve it.
-type pick struct {
-	route *provider.Route
-	floor time.Duration
-	unfit string
-}
-
-// route chooses the provider of the submit and takes its slots. kept is
-// the task's open attempt, if any: it stays with its provider unless that
-// provider is unavailable and the attempt is known to have made no remote
-// job. why says why the submit waits, or why kept was left.
-func (s *submitter) route(ctx context.Context, t task.Task, kept *attempt.Attempt) (pick, string, error) {
-	var reasons []string
-	slotWait := false
-	var floor time.Duration
-	try := func(r provider.Route, c provider.Client) (bool, error) {
-		// A half-open circuit's one trial call is claimed here, so that
-		// the submits routed meanwhile go elsewhere instead of being
-		// refused there.
-		unclaim, ok := provider.ClaimTrial(c)
-		if !ok {
-			reasons = append(reasons, r.Provider+": circuit open")
-			floor = max(floor, provider.BreakerPause(c))
-			return false, nil
-		}
-		if s.Slots == nil {
-			return true, nil
-		}
-		_, err := s.Slots.Acquire(ctx, stage.GenerationSlots(t, r.Provider, s.Journey))
-		if errors.Is(err, slots.ErrNoSlot) {
-			unclaim()
-			slotWait = true
-			reasons = append(reasons, r.Provider+": "+err.Error())
-			return false, nil
-		}
-		if err != nil {
-			unclaim()
-			return false, fmt.Errorf("acquire slots: %w", err)
-		}
-		return true, nil
-	}
-	reason := func() string {
-		prefix := "no provider available: "
-		if slotWait {
-			// Waiting for a free slot is the pipeline pacing itself, not
-			// a refusal (see waitTx).
-			prefix = noSlotReason
-		}
-		return prefix + strings.Join(reasons, "; ")
-	}
-	keptTried := false
-	if kept != nil {
-		c, err := s.Providers.Client(kept.Provider)
-		switch {
-		case err != nil && !kept.NoRemoteJob():
-			// Its job may exist at a provider this process cannot call:
-			// no other may take the task over, and waiting will not help.
-			return pick{}, "", stage.Uncurable("provider.not_configured", err)
-		case err != nil:
-			reasons = append(reasons, err.Error())
-		case !kept.NoRemoteJob() || provider.BreakerState(c) == "closed":
-			// An attempt that may have a job stays with its provider; one
-			// that has none stays while its provider is healthy, and is
-			// otherwise one candidate among the route's (a half-open
-			// circuit's trial should not hold it while another provider
-			// is closed).
-			keptTried = true
-			ok, err := try(provider.Route{Provider: kept.Provider, Model: kept.Model}, c)
-			if err != nil || ok {
-				return pick{route: &provider.Route{Provider: kept.Provider, Model: kept.Model}}, "", err
-			}
-		}
-		if !kept.NoRemoteJob() {
-			// It may have a job at its provider: only that provider may
-			// go on with it, with the same key.
-			return pick{floor: floor}, reason(), nil
-		}
-	}
-	cands, unfit := s.Providers.Candidates(t.Model, s.request(t, attempt.Attempt{}))
-	if kept != nil && !keptTried {
-		// The attempt's provider refused it and is not healthy yet: its
-		// trial call is for a task that has not been refused, and this one
-		// goes to a closed provider first.
-		cands = lastly(cands, kept.Provider)
-	}
-	for _, c := range cands {
-		if keptTried && c.Provider == kept.Provider {
-			continue
-		}
-		if kept != nil && c.Provider == kept.Provider {
-			// Its own provider again: the attempt goes on, with its model.
-			c.Model = kept.Model
-		}
-		ok, err := try(c.Route, c.Client)
-		if err != nil {
-			return pick{}, "", err
-		}
-		if ok {
-			return pick{route: &c.Route}, reason(), nil
-		}
-	}
-	if len(cands) == 0 && kept == nil {
-		if len(unfit) == 0 {
-			unfit = []string{"PROVIDER_ROUTES names no provider for model " + t.Model}
-		}
-		return pick{unfit: strings.Join(unfit, "; ")}, "", nil
-	}
-	return pick{floor: floor}, reason(), nil
-}
-
-// lastly moves provider's candidates behind the others, in order.
-func lastly(cands []provider.Candidate, name string) []provider.Candidate {
-	out := make([]provider.Candidate, 0, len(cands))
-	var later []provider.Candidate
-	for _, c := range cands {
-		if c.Provider == name {
-			later = append(later, c)
-			continue
-		}
-		out = append(out, c)
-	}
-	return append(out, later...)
-}
-
-// unroutable fails a task no configured provider can serve: retrying
-// cannot help until the request or the configuration changes.
-func (s *submitter) unroutable(ctx context.Context, d stage.Delivery[task.SubmitRequested], why string) error {
-	return s.beforeSubmitting(ctx, d, func(ctx context.Context, tx pgx.Tx, cur task.Task) (aggregate.Result, error) {
-		return aggregate.Applied, task.Fail(ctx, tx, d.Origin, cur, "provider.unsupported_request", "no configured provider can serve this request: "+why)
-	})
-}
-
 // beforeSubmitting runs fn in the inbox-protected transaction on the task
 // locked, if it is still QUEUED or WAITING_RETRY (a stale no-op otherwise).
 func (s *submitter) beforeSubmitting(ctx context.Context, d stage.Delivery[task.SubmitRequested],
@@ -447,132 +311,6 @@ func (s *submitter) call(ctx context.Context, t task.Task, a attempt.Attempt) (p
 		err = &provider.Error{Class: provider.ClassTimeoutUnknown, Message: "no answer within " + s.Timeout.String(), Err: err}
 	}
 	return job, err
-}
-
-// record stores the provider's answer in the inbox-protected transaction.
-// An answer that ends the provider's part (refused, rejected) frees the
-// task's slots after the commit.
-func (s *submitter) record(ctx context.Context, d stage.Delivery[task.SubmitRequested], a attempt.Attempt, job provider.Job, callErr error) error {
-	o := d.Origin
-	// Another delivery may have taken this send for lost while it ran
-	// (the task RECONCILING); a job in its answer came after all: the
-	// lookup's work is done.
-	late := callErr == nil && job.ID != ""
-	tr := aggregate.Transition[task.Status, task.Task]{If: func(t task.Task) bool {
-		return t.Status == task.Submitting || late && t.Status == task.Reconciling
-	}}
-	err := d.Apply(ctx, tr, func(ctx context.Context, tx pgx.Tx, t task.Task) (aggregate.Result, error) {
-		if t.Status == task.Reconciling {
-			return s.lateAnswer(ctx, tx, o, t, a, job)
-		}
-		now := time.Now()
-		class := provider.ClassOf(callErr)
-		switch class {
-		case "":
-			if job.ID == "" {
-				return 0, outcome.Retryable("provider.malformed", errors.New("provider accepted the submit without a job id"))
-			}
-			if err := attempt.Answer(ctx, tx, a.ID, attempt.Accepted, job.ID, "", ""); err != nil {
-				return 0, err
-			}
-			pollAt := now.Add(firstPoll(s.Journey, job)).UTC().Truncate(time.Microsecond)
-			poll, err := o.EmitAt(t, task.PollDue{TaskID: t.ID, AttemptID: a.ID, PollAt: pollAt, Wait: task.Wait{
-				ExpectedStatus: task.ProviderRunning, ExpectedVersion: t.Version + 1, NotBefore: pollAt, Reason: "provider accepted"}}, pollAt)
-			if err != nil {
-				return 0, err
-			}
-			_, err = task.Apply(ctx, tx, o, t, task.Transition{To: task.ProviderRunning, Reason: "provider accepted",
-				Set:    task.Fields{ProviderJobID: task.Ptr(job.ID), NextPollAt: &pollAt, DeadlineAt: task.Ptr(now.Add(s.Journey.MaxWait))},
-				Events: []outbox.Event{poll}})
-			return aggregate.Applied, err
-		case provider.ClassRateLimited, provider.ClassUnavailable:
-			if !provider.RefusedOutright(callErr) && !s.resendSafe(a.Provider) {
-				// The provider may have made the job before failing, and a
-				// resend would not find it: look it up instead.
-				return s.lost(ctx, tx, o, t, a, class, callErr)
-			}
-			s.releaseSlots(d, a.Provider, false)
-			if err := attempt.NoteRefusal(ctx, tx, a.ID, string(class), callErr.Error(), provider.RefusedOutright(callErr)); err != nil {
-				return 0, err
-			}
-			return s.waitTx(ctx, tx, o, t, d.Payload, "provider "+a.Provider+" "+string(class), provider.RetryAfterOf(callErr))
-		case provider.ClassTimeoutUnknown, provider.ClassMalformed:
-			// An answer we cannot read may still mean a job was created:
-			// look it up before anything is submitted again.
-			return s.lost(ctx, tx, o, t, a, class, callErr)
-		case provider.ClassContentRejected:
-			s.releaseSlots(d, a.Provider, false)
-			if err := attempt.Answer(ctx, tx, a.ID, attempt.Rejected, "", string(class), callErr.Error()); err != nil {
-				return 0, err
-			}
-			return aggregate.Applied, task.Fail(ctx, tx, o, t, provider.CodeContentRejected,
-				"the provider "+a.Provider+" refused the request for its content policy: "+callErr.Error())
-		default: // rejected, not found: the provider will not run this request
-			s.releaseSlots(d, a.Provider, false)
-			if err := attempt.Answer(ctx, tx, a.ID, attempt.Rejected, "", string(class), callErr.Error()); err != nil {
-				return 0, err
-			}
-			return aggregate.Applied, task.Fail(ctx, tx, o, t, "provider.rejected", "the provider refused the request: "+callErr.Error())
-		}
-	})
-	if stage.IsUncurable(err) {
-		// A job id another attempt already holds, say: the same answer
-		// would be refused on every delivery.
-		return d.Escalate(ctx, err, func(context.Context) { s.releaseSlots(d, a.Provider, true) })
-	}
-	return err
-}
-
-// lateAnswer records the job of a send another delivery had declared lost
-// (the task RECONCILING, the attempt SUBMIT_UNKNOWN), as the reconciler
-// does when its lookup finds it: at a provider without lookups (Runway) it
-// is the only way to learn the job.
-// firstPoll is how long after the submit's answer the job is first polled:
-// at once when the answer already reports it finished (a provider that
-// answers from a cache, or a job faster than the call), since its slots are
-// held until the poll ends it; POLL_FIRST_DELAY otherwise.
-func firstPoll(j config.Journey, job provider.Job) time.Duration {
-	if job.Status.Terminal() {
-		return 0
-	}
-	return j.PollFirst
-}
-
-func (s *submitter) lateAnswer(ctx context.Context, tx pgx.Tx, o task.Origin, t task.Task, a attempt.Attempt, job provider.Job) (aggregate.Result, error) {
-	cur, err := attempt.Get(ctx, tx, t.ID, a.ID)
-	if err != nil || cur.Status != attempt.SubmitUnknown {
-		return aggregate.Stale, err
-	}
-	if err := attempt.Found(ctx, tx, a.ID, job.ID); err != nil {
-		return 0, err
-	}
-	now := time.Now()
-	pollAt := now.Add(firstPoll(s.Journey, job)).UTC().Truncate(time.Microsecond)
-	poll, err := o.EmitAt(t, task.PollDue{TaskID: t.ID, AttemptID: a.ID, PollAt: pollAt, Wait: task.Wait{
-		ExpectedStatus: task.ProviderRunning, ExpectedVersion: t.Version + 1, NotBefore: pollAt, Reason: "late submit answer"}}, pollAt)
-	if err != nil {
-		return 0, err
-	}
-	_, err = task.Apply(ctx, tx, o, t, task.Transition{To: task.ProviderRunning, Reason: "the submit's answer came after it was taken for lost",
-		Set:    task.Fields{ProviderJobID: task.Ptr(job.ID), NextPollAt: &pollAt, DeadlineAt: task.Ptr(now.Add(s.Journey.MaxWait))},
-		Events: []outbox.Event{poll}})
-	return aggregate.Applied, err
-}
-
-// lost records a submit whose outcome is unknown: the attempt
-// SUBMIT_UNKNOWN, the task RECONCILING, and a delayed lookup.
-func (s *submitter) lost(ctx context.Context, tx pgx.Tx, o task.Origin, t task.Task, a attempt.Attempt, class provider.Class, callErr error) (aggregate.Result, error) {
-	if err := attempt.Answer(ctx, tx, a.ID, attempt.SubmitUnknown, "", string(class), callErr.Error()); err != nil {
-		return 0, err
-	}
-	at := time.Now().Add(s.Journey.ReconcileAfter).UTC().Truncate(time.Microsecond)
-	due, err := o.EmitAt(t, task.ReconcileDue{TaskID: t.ID, AttemptID: a.ID, Wait: task.Wait{
-		ExpectedStatus: task.Reconciling, ExpectedVersion: t.Version + 1, NotBefore: at, Reason: "submit answer lost"}}, at)
-	if err != nil {
-		return 0, err
-	}
-	_, err = task.Apply(ctx, tx, o, t, task.Transition{To: task.Reconciling, Reason: "submit answer lost", Events: []outbox.Event{due}})
-	return aggregate.Applied, err
 }
 
 // releaseIfElsewhere frees the provider scope of the slots route took at
@@ -613,38 +351,4 @@ func (s *submitter) releaseSlots(d stage.Delivery[task.SubmitRequested], provide
 		return
 	}
 	d.AfterCommit(release)
-}
-
-// wait records a business wait outside any other work: WAITING_RETRY and a
-// delayed resubmit, in the inbox-protected transaction.
-func (s *submitter) wait(ctx context.Context, d stage.Delivery[task.SubmitRequested], reason string, floor time.Duration) error {
-	return s.beforeSubmitting(ctx, d, func(ctx context.Context, tx pgx.Tx, cur task.Task) (aggregate.Result, error) {
-		return s.waitTx(ctx, tx, d.Origin, cur, d.Payload, reason, floor)
-	})
-}
-func (s *submitter) waitTx(ctx context.Context, tx pgx.Tx, o task.Origin, t task.Task, req task.SubmitRequested, reason string, floor time.Duration) (aggregate.Result, error) {
-	// Waiting for a free slot is the pipeline pacing itself, not the
-	// provider refusing: only refusals count against SUBMIT_MAX_RETRIES.
-	// Both grow the backoff. The counts travel in the delayed resubmit
-	// (seed 7.12.1); a resubmit that is no wait (the API's, a
-	// reconciler's) starts them again.
-	retries, refusals := req.RetryAttempt, req.Refusals
-	refusal := !strings.HasPrefix(reason, noSlotReason)
-	if refusal && refusals >= s.Journey.MaxRetries {
-		return aggregate.Applied, task.Fail(ctx, tx, o, t, "submit.retries_exhausted",
-			fmt.Sprintf("gave up after the provider refused %d submits; last reason: %s", refusals, reason))
-	}
-	if refusal {
-		refusals++
-	}
-	at := time.Now().Add(stage.Backoff(min(retries, 16), s.Journey.RetryBase, s.Journey.RetryMax, floor, rand.Float64())).UTC().Truncate(time.Microsecond)
-	next := task.SubmitRequested{TaskID: t.ID, Version: t.Version + 1, Refusals: refusals, Wait: task.Wait{
-		ExpectedStatus: task.WaitingRetry, ExpectedVersion: t.Version + 1, NotBefore: at, Reason: reason, RetryAttempt: retries + 1}}
-	resubmit, err := o.EmitAt(t, next, at)
-	if err != nil {
-		return 0, err
-	}
-	_, err = task.Apply(ctx, tx, o, t, task.Transition{To: task.WaitingRetry, Reason: reason,
-		Set: task.Fields{NextRetryAt: &at}, Events: []outbox.Event{resubmit}})
-	return aggregate.Applied, err
 }
