@@ -20,6 +20,7 @@ import (
 	"github.com/aivedio/pipeline/adapter/source"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/delivery"
 	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/telemetry"
@@ -164,7 +165,7 @@ func runSource(ctx context.Context, args []string) (err error) {
 	reg := telemetry.NewRegistry()
 	s := source.New(source.Params{
 		Group: group, Consumers: consumers, Quarantine: pool,
-		Deliverer:      source.NewHTTPDeliverer(cfg.SinkURL, cfg.Workers, cfg.ColdStart),
+		Deliverer:      delivery.NewHTTP(cfg.SinkURL, cfg.Workers, cfg.ColdStart),
 		Workers:        cfg.Workers,
 		Invisible:      cfg.Invisible,
 		HandlerTimeout: cfg.HandlerTimeout,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aivedio/pipeline/adapter/mq"
 	"github.com/aivedio/pipeline/adapter/source"
+	"github.com/aivedio/pipeline/shared/delivery"
 	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/quarantine"
 )
@@ -26,7 +27,7 @@ func TestDeadLetterSaysWhatTheHandlerSaid(t *testing.T) {
 	ev := validEvent(t)
 	sendEvent(ctx, t, tb.producer, testTopic.BrokerName(), "test.tag", ev)
 
-	failing := source.HandlerFunc(func(context.Context, event.Event) (*event.Event, error) {
+	failing := delivery.Func(func(context.Context, event.Event) (*event.Event, error) {
 		return nil, outcome.Retryable("provider.unavailable", errors.New("the provider answered 503 twice"))
 	})
 	runCtx, stop := context.WithCancel(ctx)

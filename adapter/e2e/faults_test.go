@@ -19,6 +19,7 @@ import (
 	"github.com/aivedio/pipeline/adapter/relay"
 	"github.com/aivedio/pipeline/adapter/source"
 	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/delivery"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/quarantine"
 )
@@ -27,7 +28,7 @@ import (
 // lets the stage commit and then fails as an adapter killed before its ACK
 // would: the broker redelivers an event whose effect already happened.
 type diesBeforeAck struct {
-	next  source.Deliverer
+	next  delivery.Deliverer
 	every int
 	rng   *rand.Rand // under mu
 
@@ -93,7 +94,7 @@ func TestRealBrokerExactlyOnceUnderFaults(t *testing.T) {
 	pool, run, tag, topic, group, producer := k.pool, k.run, k.tag, k.topic, k.group, k.producer
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
-	deliver := &diesBeforeAck{next: source.HandlerFunc(k.stage().Handle), every: 7,
+	deliver := &diesBeforeAck{next: delivery.Func(k.stage().Handle), every: 7,
 		rng: rand.New(rand.NewPCG(uint64(seed), 0)), seen: map[string]int{}, injected: map[string]bool{}}
 	k.start(t, deliver, relay.Params{Poll: 100 * time.Millisecond}, source.Params{
 		Workers: 16, Invisible: 20 * time.Second, HandlerTimeout: 10 * time.Second,

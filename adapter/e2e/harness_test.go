@@ -25,6 +25,7 @@ import (
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/delivery"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/outbox"
@@ -167,7 +168,7 @@ func (k *kernel) stage() *stage.Function {
 }
 
 // start runs the relay and a source delivering to d until the test ends.
-func (k *kernel) start(t *testing.T, d source.Deliverer, rp relay.Params, sp source.Params) {
+func (k *kernel) start(t *testing.T, d delivery.Deliverer, rp relay.Params, sp source.Params) {
 	t.Helper()
 	consumer, err := rocketmq.NewConsumer(k.cfg, rocketmq.ConsumerParams{
 		Group: k.group.Name, Filters: map[string]string{k.topic.BrokerName(): k.tag}, Await: 5 * time.Second})

@@ -19,6 +19,7 @@ import (
 	"github.com/aivedio/pipeline/adapter/mq"
 	"github.com/aivedio/pipeline/adapter/relay"
 	"github.com/aivedio/pipeline/adapter/source"
+	"github.com/aivedio/pipeline/shared/delivery"
 )
 
 // heldAtStop is a deliverer that, while held, commits every delivery it
@@ -27,7 +28,7 @@ import (
 // broker must deliver them again after the restart and the inbox absorb
 // them.
 type heldAtStop struct {
-	next source.Deliverer
+	next delivery.Deliverer
 
 	mu      sync.Mutex
 	seen    map[string]int
@@ -127,7 +128,7 @@ func TestProxyRestart(t *testing.T) {
 	pool := k.pool
 	acks := &ackWatch{failed: map[string]bool{}}
 	k.wrap = func(c mq.Consumer) mq.Consumer { acks.Consumer = c; return acks }
-	d := &heldAtStop{next: source.HandlerFunc(k.stage().Handle), seen: map[string]int{}, held: map[string]bool{}}
+	d := &heldAtStop{next: delivery.Func(k.stage().Handle), seen: map[string]int{}, held: map[string]bool{}}
 	const invisible = 20 * time.Second
 	k.start(t, d,
 		relay.Params{Poll: 200 * time.Millisecond, BackoffBase: 500 * time.Millisecond, BackoffMax: 5 * time.Second},

@@ -20,6 +20,7 @@ import (
 	"github.com/aivedio/pipeline/adapter/source"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/delivery"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/outbox"
@@ -114,11 +115,11 @@ func startPipeline(b *testing.B, p pipelineParams) *pipeline {
 	relayPool, sourcePool := newPool(b, base, p.relayConns), newPool(b, base, p.sourceConns)
 	consumers := newConsumers(b, cfg, p.group, pl.tag, p.consumers, pl.track)
 
-	var deliverer source.Deliverer = source.HandlerFunc(pl.handle(sourcePool))
+	var deliverer delivery.Deliverer = delivery.Func(pl.handle(sourcePool))
 	if p.batched > 0 {
 		pl.batcher = newBatcher(pl, sourcePool, p.batched)
 		b.Cleanup(pl.batcher.stop)
-		deliverer = source.HandlerFunc(pl.batcher.handle)
+		deliverer = delivery.Func(pl.batcher.handle)
 	}
 	r := relay.New(relay.Params{
 		Pool: relayPool, Producer: pl.sends, Owner: "kernelbench-" + pl.tag,

@@ -20,7 +20,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/aivedio/pipeline/adapter/mq"
-	"github.com/aivedio/pipeline/adapter/source"
+	"github.com/aivedio/pipeline/shared/delivery"
 )
 
 // payload is the body of every benchmark event. T is the producer's clock
@@ -257,7 +257,7 @@ func (c timedConsumer) Ack(ctx context.Context, msg *mq.Received) error {
 // timedDeliverer records when a delivery settled: the handler returned
 // success, so its inbox transaction committed and the source ACKs next.
 type timedDeliverer struct {
-	source.Deliverer
+	delivery.Deliverer
 	track *tracker
 }
 

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	fcloudevents "knative.dev/func-go/cloudevents"
 
-	"github.com/aivedio/pipeline/adapter/source"
 	"github.com/aivedio/pipeline/functions/stage"
+	"github.com/aivedio/pipeline/shared/delivery"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/outcome"
 )
@@ -62,7 +62,7 @@ func TestColdStartIsRetriedWithinTheDelivery(t *testing.T) {
 		_ = server.Serve(l)
 	}()
 
-	d := source.NewHTTPDeliverer("http://"+addr, 1, 10*time.Second)
+	d := delivery.NewHTTP("http://"+addr, 1, 10*time.Second)
 	require.NoError(t, d.Deliver(context.Background(), validEvent(t)))
 	require.Equal(t, int32(1), handled.Load())
 	require.Greater(t, requests.Load(), int32(3))
@@ -72,7 +72,7 @@ func TestColdStartBudgetIsBounded(t *testing.T) {
 	t.Parallel()
 	server := statusServer(t, func(int) int { return http.StatusServiceUnavailable })
 	start := time.Now()
-	err := source.NewHTTPDeliverer(server.URL, 1, 300*time.Millisecond).Deliver(context.Background(), validEvent(t))
+	err := delivery.NewHTTP(server.URL, 1, 300*time.Millisecond).Deliver(context.Background(), validEvent(t))
 	require.Error(t, err)
 	require.Less(t, time.Since(start), 5*time.Second, "gives the message back instead of waiting forever")
 }
@@ -85,13 +85,13 @@ func TestHandlerFuncKeepsTheStageCode(t *testing.T) {
 		Work: func(context.Context, envelope.Envelope) error {
 			return outcome.Permanentf("security.tenant_mismatch", "not yours")
 		}})
-	err := source.HandlerFunc(fn.Handle).Deliver(context.Background(), validEvent(t))
+	err := delivery.Func(fn.Handle).Deliver(context.Background(), validEvent(t))
 	class, code := outcome.Of(err)
 	require.Equal(t, outcome.ClassPermanent, class)
 	require.Equal(t, "security.tenant_mismatch", code)
 
 	other := validEvent(t)
 	other.SetType("other.type")
-	_, code = outcome.Of(source.HandlerFunc(fn.Handle).Deliver(context.Background(), other))
+	_, code = outcome.Of(delivery.Func(fn.Handle).Deliver(context.Background(), other))
 	require.Equal(t, "event.type_not_handled", code)
 }

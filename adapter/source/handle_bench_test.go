@@ -17,6 +17,7 @@ import (
 	"github.com/aivedio/pipeline/adapter/mq/memmq"
 	"github.com/aivedio/pipeline/adapter/source"
 	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/delivery"
 	"github.com/aivedio/pipeline/shared/envelope"
 )
 
@@ -33,7 +34,7 @@ func BenchmarkDeliverAck(b *testing.B) {
 		b.Fatal(err)
 	}
 	delivered := make(chan struct{}, 1)
-	fn := source.HandlerFunc(func(context.Context, event.Event) (*event.Event, error) {
+	fn := delivery.Func(func(context.Context, event.Event) (*event.Event, error) {
 		delivered <- struct{}{}
 		return nil, nil
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/aivedio/pipeline/adapter/cerocketmq"
 	"github.com/aivedio/pipeline/adapter/mq"
 	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/delivery"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/quarantine"
 )
@@ -41,7 +42,7 @@ func BenchmarkHandle(b *testing.B) {
 	c := ackAll{}
 	s := New(Params{
 		Group: group, Consumers: []mq.Consumer{c}, Quarantine: nopQuarantine{},
-		Deliverer: HandlerFunc(func(context.Context, event.Event) (*event.Event, error) { return nil, nil }),
+		Deliverer: delivery.Func(func(context.Context, event.Event) (*event.Event, error) { return nil, nil }),
 	})
 	ctx := context.Background()
 	b.ReportAllocs()

@@ -21,6 +21,7 @@ import (
 	"github.com/aivedio/pipeline/adapter/source"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/delivery"
 )
 
 // TestRealBrokerStopDuringALongPollStrandsNothing: a source stopped while
@@ -42,7 +43,7 @@ func TestRealBrokerStopDuringALongPollStrandsNothing(t *testing.T) {
 	pool := dbtest.TestSchema(t)
 
 	const invisible = 40 * time.Second
-	start := func(d source.Deliverer) (c *watchedConsumer, stop context.CancelFunc, done <-chan error) {
+	start := func(d delivery.Deliverer) (c *watchedConsumer, stop context.CancelFunc, done <-chan error) {
 		rc, err := rocketmq.NewConsumer(cfg, rocketmq.ConsumerParams{Group: group.BrokerName(),
 			Filters: map[string]string{topic.BrokerName(): "*"}, Await: 10 * time.Second})
 		require.NoError(t, err)

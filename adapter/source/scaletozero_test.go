@@ -23,6 +23,7 @@ import (
 	"github.com/aivedio/pipeline/adapter/source"
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/catalog"
+	"github.com/aivedio/pipeline/shared/delivery"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/pg"
 )
@@ -66,7 +67,7 @@ func TestScaleFromZero(t *testing.T) {
 
 			src := source.New(source.Params{
 				Group: coldGroup, Consumers: []mq.Consumer{broker.consumer}, Quarantine: &quarantine,
-				Deliverer: source.NewHTTPDeliverer("http://"+addr, 4, tt.coldStart),
+				Deliverer: delivery.NewHTTP("http://"+addr, 4, tt.coldStart),
 				Workers:   4, Invisible: time.Minute, HandlerTimeout: 30 * time.Second,
 				RetryDelay: func(int) time.Duration { return 100 * time.Millisecond },
 			})

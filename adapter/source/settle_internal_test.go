@@ -18,6 +18,7 @@ import (
 	"github.com/aivedio/pipeline/adapter/mq"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/delivery"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/quarantine"
@@ -99,7 +100,7 @@ func TestEachVerdictIsSettledOnce(t *testing.T) {
 			s := New(Params{
 				Group: group, Consumers: []mq.Consumer{c}, Quarantine: q,
 				RetryDelay: func(int) time.Duration { return 7 * time.Second },
-				Deliverer: HandlerFunc(func(context.Context, event.Event) (*event.Event, error) {
+				Deliverer: delivery.Func(func(context.Context, event.Event) (*event.Event, error) {
 					if tt.stop {
 						cancel()
 					}

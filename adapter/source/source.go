@@ -57,6 +57,7 @@ import (
 	"github.com/aivedio/pipeline/adapter/mq"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/delivery"
 	"github.com/aivedio/pipeline/shared/quarantine"
 )
 
@@ -67,7 +68,7 @@ type Params struct {
 	// RocketMQ simple consumer polls its topics in turn and waits out its
 	// long poll on an empty one, which would stall the others.
 	Consumers  []mq.Consumer
-	Deliverer  Deliverer
+	Deliverer  delivery.Deliverer
 	Quarantine quarantine.Execer // where poison is recorded
 	// Workers bounds concurrent deliveries; config.DefaultSourceWorkers
 	// when zero. One worker of them is each consumer's own, so that one

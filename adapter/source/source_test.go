@@ -26,6 +26,7 @@ import (
 	"github.com/aivedio/pipeline/adapter/source"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/delivery"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/quarantine"
@@ -57,7 +58,7 @@ func setup(t *testing.T) *testBundle {
 
 // run starts a Source delivering to d and returns its stop function, which
 // waits for Run to return.
-func (b *testBundle) run(t *testing.T, d source.Deliverer, edit ...func(*source.Params)) (stop func()) {
+func (b *testBundle) run(t *testing.T, d delivery.Deliverer, edit ...func(*source.Params)) (stop func()) {
 	t.Helper()
 	p := source.Params{
 		Group: testGroup, Consumers: []mq.Consumer{b.consumer}, Deliverer: d, Quarantine: b.pool,
@@ -369,13 +370,13 @@ func TestHTTPDeliverMapsStatus(t *testing.T) {
 		http.StatusInternalServerError: outcome.ClassRetryable,
 	} {
 		server := statusServer(t, func(int) int { return status })
-		err := source.NewHTTPDeliverer(server.URL, 1, time.Second).Deliver(context.Background(), validEvent(t))
+		err := delivery.NewHTTP(server.URL, 1, time.Second).Deliver(context.Background(), validEvent(t))
 		require.Error(t, err)
 		class, _ := outcome.Of(err)
 		require.Equal(t, want, class, "status %d", status)
 	}
 	ok := statusServer(t, func(int) int { return http.StatusOK })
-	require.NoError(t, source.NewHTTPDeliverer(ok.URL, 1, time.Second).Deliver(context.Background(), validEvent(t)))
+	require.NoError(t, delivery.NewHTTP(ok.URL, 1, time.Second).Deliver(context.Background(), validEvent(t)))
 }
 
 // TestPoisonDoesNotBlockAFIFOGroup: on a FIFO topic, a poisoned message is

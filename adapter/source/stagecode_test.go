@@ -22,6 +22,7 @@ import (
 	"github.com/aivedio/pipeline/functions/stage/stagetest"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/delivery"
 	"github.com/aivedio/pipeline/shared/task"
 )
 
@@ -50,10 +51,10 @@ func TestStageCodeSurvivesHTTP(t *testing.T) {
 	t.Cleanup(server.Close)
 	paths := []struct {
 		name      string
-		deliverer source.Deliverer
+		deliverer delivery.Deliverer
 	}{
-		{"in process", source.HandlerFunc(fn.Handle)},
-		{"over HTTP", source.NewHTTPDeliverer(server.URL, 1, time.Second)},
+		{"in process", delivery.Func(fn.Handle)},
+		{"over HTTP", delivery.NewHTTP(server.URL, 1, time.Second)},
 	}
 	rows := make([]quarantineRow, len(paths))
 	series := make([]map[string]float64, len(paths))
@@ -89,7 +90,7 @@ func TestStageCodeSurvivesHTTP(t *testing.T) {
 // deliverOnce runs the settle group's Source on a broker of its own until
 // the message send puts there is quarantined, and returns its message id
 // (the first quarantined one not in done).
-func deliverOnce(t *testing.T, pool *pgxpool.Pool, d source.Deliverer, metrics *source.Metrics, done []string, send func(mq.Producer)) string {
+func deliverOnce(t *testing.T, pool *pgxpool.Pool, d delivery.Deliverer, metrics *source.Metrics, done []string, send func(mq.Producer)) string {
 	t.Helper()
 	b := memmq.New(&memmq.Opts{MinInvisible: time.Millisecond})
 	b.Apply([]catalog.Topic{catalog.BillingSettle}, []catalog.Group{catalog.GroupSettle})

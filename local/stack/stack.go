@@ -35,6 +35,7 @@ import (
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/delivery"
 )
 
 // Broker opens the stack's producer and consumers.
@@ -153,7 +154,7 @@ func (s *Stack) Run(ctx context.Context, ready func()) error {
 		}
 		src := source.New(source.Params{
 			Group: g, Consumers: consumers, Quarantine: s.p.Deps.Pool,
-			Deliverer: source.NewHTTPDeliverer(url, s.p.Workers, s.p.HandlerTimeout/2),
+			Deliverer: delivery.NewHTTP(url, s.p.Workers, s.p.HandlerTimeout/2),
 			Workers:   s.p.Workers, Invisible: s.p.Invisible, HandlerTimeout: s.p.HandlerTimeout,
 			RetryDelay: func(attempt int) time.Duration {
 				return min(s.p.RetryMin<<min(attempt-1, 6), 10*time.Minute)

@@ -24,6 +24,7 @@ import (
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/dbtest"
+	"github.com/aivedio/pipeline/shared/delivery"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/inbox"
 	"github.com/aivedio/pipeline/shared/outbox"
@@ -149,7 +150,7 @@ func (k *kernel) startRelay(t *testing.T, p mq.Producer, owner string) (stop fun
 // delivering to d until the test ends or stop is called. Defaults: 4
 // workers, the kernel's invisible duration, handler timeout just below it,
 // a retry after 100 ms, and a drain of 5 s at stop.
-func (k *kernel) startSource(t *testing.T, c mq.Consumer, d source.Deliverer, edit ...func(*source.Params)) (stop func()) {
+func (k *kernel) startSource(t *testing.T, c mq.Consumer, d delivery.Deliverer, edit ...func(*source.Params)) (stop func()) {
 	t.Helper()
 	p := source.Params{Group: k.group, Consumers: []mq.Consumer{c}, Deliverer: d, Quarantine: k.pool,
 		Workers: 4, Invisible: k.invisible, HandlerTimeout: k.invisible * 9 / 10,
@@ -217,7 +218,7 @@ type effectStage struct {
 }
 
 // function is the stage as the source adapter calls it in process.
-func (s *effectStage) function() source.HandlerFunc {
+func (s *effectStage) function() delivery.Func {
 	return stage.New(stage.Params{Name: "anomaly", EventTypes: []string{catalog.EventSettleRequested}, Work: s.work}).Handle
 }
 
@@ -413,7 +414,7 @@ func (k *kernel) quarantine(t *testing.T) map[string]quarantined {
 // deliveryLog wraps a source adapter's deliverer: it counts the
 // deliveries running now and those its adapter abandoned at stop.
 type deliveryLog struct {
-	next source.Deliverer
+	next delivery.Deliverer
 
 	mu        sync.Mutex
 	running   int
