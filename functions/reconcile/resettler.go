@@ -23,7 +23,8 @@ type ResettlerConfig struct {
 
 // Resettler asks billing again for terminal tasks still holding their
 // reservation: their settle event was lost. Settling is idempotent in
-// billing, so a settle asked twice charges once.
+// billing, so a settle asked twice charges once. A task is asked at most
+// once per RECONCILE_STUCK_AFTER.
 type Resettler struct {
 	loop
 	p   Params
@@ -49,10 +50,18 @@ func (s *Resettler) Run(ctx context.Context) error {
 func (s *Resettler) RunOnce(ctx context.Context) (int, error) { return s.pass(ctx, clock(s.p)) }
 
 func (s *Resettler) pass(ctx context.Context, now time.Time) (int, error) {
+	// A settle asked again does not touch its task, so what keeps the pass
+	// from asking it every time is the ask itself: none while an event of
+	// the task waits in the outbox (the ask, or the first settle, is on its
+	// way), and none within RECONCILE_STUCK_AFTER of the last.
 	rows, err := s.p.Pool.Query(ctx, `SELECT t.task_id FROM generation_tasks t JOIN credit_reservations c USING (task_id)
 		WHERE c.status = 'HELD' AND t.status IN ('SUCCEEDED', 'FAILED', 'CANCELED', 'CANCELED_WITH_OUTPUT')
-		AND t.updated_at < $1::timestamptz - interval '1 millisecond' * $2 ORDER BY t.updated_at LIMIT $3`,
-		now, s.p.Journey.ScanGrace.Milliseconds(), s.cfg.Batch)
+		AND t.updated_at < $1::timestamptz - interval '1 millisecond' * $2
+		AND NOT EXISTS (SELECT 1 FROM outbox_events o WHERE o.published_at IS NULL AND o.aggregate_id = t.task_id::text)
+		AND NOT EXISTS (SELECT 1 FROM reconcile_repairs r WHERE r.aggregate_type = $4 AND r.aggregate_id = t.task_id::text
+			AND r.repair = $5 AND r.created_at > $1::timestamptz - interval '1 millisecond' * $6)
+		ORDER BY t.updated_at LIMIT $3`,
+		now, s.p.Journey.ScanGrace.Milliseconds(), s.cfg.Batch, task.AggregateType, RepairTaskResettle, s.p.Journey.StuckAfter.Milliseconds())
 	if err != nil {
 		return 0, fmt.Errorf("scan unsettled tasks: %w", err)
 	}

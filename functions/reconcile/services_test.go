@@ -212,9 +212,31 @@ func TestEachPassIsBounded(t *testing.T) {
 	rep, err = scanner.Scan(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Rescued[task.Queued], "a rescue touches its task: the rest on the next pass")
-	// A settle asked again does not touch its task, so the oldest are
-	// asked again until billing settles them: still at most Batch.
-	require.Equal(t, 2, rep.Settled)
+	require.Equal(t, 1, rep.Settled, "the settles asked are on their way: the rest on the next pass")
+}
+
+// TestASettleIsAskedAgainOncePerStuckAfter: a settle asked again is not
+// asked again while an event of its task waits in the outbox, nor within
+// RECONCILE_STUCK_AFTER of the last ask; then it is.
+func TestASettleIsAskedAgainOncePerStuckAfter(t *testing.T) {
+	t.Parallel()
+	b := scanSetup(t)
+	done := b.stuckTask(t, task.Succeeded, 10*time.Minute)
+	now := time.Now()
+	s := reconcile.NewResettler(reconcile.Params{Pool: b.pool, Journey: scanJourney, Now: func() time.Time { return now }})
+	pass := func() int {
+		n, err := s.RunOnce(t.Context())
+		require.NoError(t, err)
+		return n
+	}
+	require.Equal(t, 1, pass())
+	require.Zero(t, pass(), "its settle event is still in the outbox")
+	_, err := b.pool.Exec(t.Context(), `UPDATE outbox_events SET published_at = now()`)
+	require.NoError(t, err)
+	require.Zero(t, pass(), "asked within RECONCILE_STUCK_AFTER of the last ask")
+	now = now.Add(scanJourney.StuckAfter + time.Minute)
+	require.Equal(t, 1, pass())
+	require.Equal(t, []string{reconcile.RepairTaskResettle, reconcile.RepairTaskResettle}, kinds(b.repairsOf(t, done.ID.String())))
 }
 
 // TestSlotRebuildsAreBoundedAndRotate: past its batch, the slot rebuilder
