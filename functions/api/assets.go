@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/aggregate"
 	"github.com/aivedio/pipeline/shared/asset"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/catalog"
@@ -255,20 +256,22 @@ func (s *Server) completeAsset(w http.ResponseWriter, r *http.Request, p tenant.
 	}
 	dbCtx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
+	// A complete that another one beat to it is a stale no-op: the
+	// upload is PROCESSING or past it, with its probe on the way.
 	err = pgx.BeginFunc(dbCtx, s.pool, func(tx pgx.Tx) error {
-		cur, err := asset.Lock(dbCtx, tx, a.ID)
-		if err != nil || cur.Status != asset.PendingUpload {
-			return err
-		}
-		if err := asset.MarkUploaded(dbCtx, tx, a.ID, source); err != nil {
-			return err
-		}
-		probe, err := origin.EmitFor(task.Aggregate{Type: task.AssetAggregateType, ID: a.ID, TenantID: a.TenantID},
-			task.Postprocess{AssetID: a.ID, Step: catalog.TagProbe})
-		if err != nil {
-			return err
-		}
-		return outbox.Write(dbCtx, tx, probe)
+		_, err := aggregate.Apply(dbCtx, tx, asset.Upload, a.ID, asset.Guard(asset.PendingUpload).Into(asset.Processing),
+			func(ctx context.Context, tx pgx.Tx, _ asset.Asset) (aggregate.Result, error) {
+				if err := asset.MarkUploaded(ctx, tx, a.ID, source); err != nil {
+					return 0, err
+				}
+				probe, err := origin.EmitFor(task.Aggregate{Type: task.AssetAggregateType, ID: a.ID, TenantID: a.TenantID},
+					task.Postprocess{AssetID: a.ID, Step: catalog.TagProbe})
+				if err != nil {
+					return 0, err
+				}
+				return aggregate.Applied, outbox.Write(ctx, tx, probe)
+			})
+		return err
 	})
 	if err != nil {
 		return s.internal(ctx, "complete upload", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/aggregate"
 	"github.com/aivedio/pipeline/shared/asset"
 	"github.com/aivedio/pipeline/shared/billing"
 	"github.com/aivedio/pipeline/shared/live"
@@ -292,19 +293,20 @@ func (s *Server) cancelRender(w http.ResponseWriter, r *http.Request, p tenant.P
 	ctx, cancel := context.WithTimeout(r.Context(), dbTimeout)
 	defer cancel()
 	var j render.Job
+	ours := aggregate.Transition[render.Status, render.Job]{If: func(cur render.Job) bool { return cur.TenantID == p.TenantID }}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		cur, err := render.Lock(ctx, tx, id)
-		if err != nil {
-			return err
+		res, err := aggregate.Apply(ctx, tx, render.Kind, id, ours, func(ctx context.Context, tx pgx.Tx, cur render.Job) (aggregate.Result, error) {
+			if cur.Status.Terminal() {
+				j = cur
+				return 0, errorf(http.StatusConflict, CodeRenderFinished, "render %s is %s already; there is nothing to cancel", id, cur.Status)
+			}
+			var err error
+			j, err = render.Apply(ctx, tx, origin, cur, render.Change{To: render.Canceled})
+			return aggregate.Applied, err
+		})
+		if err == nil && res == aggregate.Stale {
+			return render.ErrNotFound // another tenant's
 		}
-		if cur.TenantID != p.TenantID {
-			return render.ErrNotFound
-		}
-		if cur.Status.Terminal() {
-			j = cur
-			return errorf(http.StatusConflict, CodeRenderFinished, "render %s is %s already; there is nothing to cancel", id, cur.Status)
-		}
-		j, err = render.Apply(ctx, tx, origin, cur, render.Change{To: render.Canceled})
 		return err
 	})
 	var ae *apiError

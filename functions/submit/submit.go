@@ -148,14 +148,11 @@ func (s *submitter) begin(ctx context.Context, d stage.Delivery[task.SubmitReque
 				// start a second paid job. Look it up instead.
 				return t, nil, s.unansweredSend(ctx, d, a)
 			}
-			err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-				// The send is counted with the task locked and still as
-				// read: a task another delivery has moved meanwhile (its
-				// send refused, the task now waiting) must not get a send
-				// whose answer nothing would record.
-				if err := lockUnchanged(ctx, tx, t); err != nil {
-					return err
-				}
+			// The send is counted with the task locked and still as read: a
+			// task another delivery has moved meanwhile (its send refused,
+			// the task now waiting) must not get a send whose answer
+			// nothing would record.
+			err = s.ifUnchanged(ctx, t, "", func(ctx context.Context, tx pgx.Tx, _ task.Task) error {
 				return attempt.NoteSend(ctx, tx, a.ID)
 			})
 			switch {
@@ -199,36 +196,12 @@ func (s *submitter) begin(ctx context.Context, d stage.Delivery[task.SubmitReque
 		// A kept attempt that may have made a job at a provider that does
 		// not dedup a resend goes on with a lookup, not a send.
 		lookUp := kept != nil && !kept.NoRemoteJob() && !s.resendSafe(kept.Provider)
+		// The task is locked first, unchanged since it was read, so that
+		// the attempt read above is still the task's, and two deliveries
+		// never open attempts side by side.
 		var a attempt.Attempt
-		err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-			// Locked first, so that the attempt read above is still the
-			// task's, and two deliveries never open attempts side by side.
-			if err := lockUnchanged(ctx, tx, t); err != nil {
-				return err
-			}
-			reason := ""
-			switch {
-			case kept != nil && pick.route.Provider == kept.Provider:
-				a = *kept
-			default:
-				if kept != nil {
-					reason = fmt.Sprintf(" (failover from %s: %s)", kept.Provider, why)
-					if err := attempt.Abandon(ctx, tx, kept.ID, "left for "+pick.route.Provider+": "+why); err != nil {
-						return err
-					}
-				}
-				if a, err = attempt.Open(ctx, tx, t.ID, pick.route.Provider, pick.route.Model); err != nil {
-					return err
-				}
-			}
-			if !lookUp {
-				if err := attempt.NoteSend(ctx, tx, a.ID); err != nil {
-					return err
-				}
-			}
-			_, err := task.Apply(ctx, tx, d.Origin, t, task.Transition{To: task.Submitting,
-				Reason: fmt.Sprintf("attempt %d at %s%s", a.No, a.Provider, reason),
-				Set:    task.Fields{Provider: task.Ptr(a.Provider), ClearNextRetryAt: true}})
+		err = s.ifUnchanged(ctx, t, task.Submitting, func(ctx context.Context, tx pgx.Tx, cur task.Task) (err error) {
+			a, err = s.open(ctx, tx, d, cur, kept, pick.route, why, lookUp)
 			return err
 		})
 		if err != nil {
@@ -254,17 +227,53 @@ func (s *submitter) begin(ctx context.Context, d stage.Delivery[task.SubmitReque
 	return task.Task{}, nil, outcome.Retryable("task.contended", fmt.Errorf("task %s kept changing under the submit", t.ID))
 }
 
-// lockUnchanged locks t's row in tx, or returns [task.ErrStale] when the
-// task is no longer the version read.
-func lockUnchanged(ctx context.Context, tx pgx.Tx, t task.Task) error {
-	cur, err := task.Lock(ctx, tx, t.ID)
-	if err != nil {
+// ifUnchanged runs act in one transaction on t's row, locked, while the
+// task is still the version read, as a guarded transition to to ("" for a
+// change in place); [task.ErrStale] when it is not.
+func (s *submitter) ifUnchanged(ctx context.Context, t task.Task, to task.Status, act func(ctx context.Context, tx pgx.Tx, cur task.Task) error) error {
+	tr := aggregate.Transition[task.Status, task.Task]{If: func(cur task.Task) bool { return cur.Version == t.Version }, To: to}
+	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		res, err := aggregate.Apply(ctx, tx, task.Kind, t.ID, tr, func(ctx context.Context, tx pgx.Tx, cur task.Task) (aggregate.Result, error) {
+			return aggregate.Applied, act(ctx, tx, cur)
+		})
+		if err == nil && res == aggregate.Stale {
+			return task.ErrStale
+		}
 		return err
+	})
+}
+
+// open opens the attempt of a submit to route on cur, locked, or keeps
+// kept when it stays with its provider; notes the send unless lookUp; and
+// moves cur to SUBMITTING.
+func (s *submitter) open(ctx context.Context, tx pgx.Tx, d stage.Delivery[task.SubmitRequested], cur task.Task, kept *attempt.Attempt,
+	route *provider.Route, why string, lookUp bool,
+) (attempt.Attempt, error) {
+	a, reason := attempt.Attempt{}, ""
+	switch {
+	case kept != nil && route.Provider == kept.Provider:
+		a = *kept
+	default:
+		if kept != nil {
+			reason = fmt.Sprintf(" (failover from %s: %s)", kept.Provider, why)
+			if err := attempt.Abandon(ctx, tx, kept.ID, "left for "+route.Provider+": "+why); err != nil {
+				return a, err
+			}
+		}
+		var err error
+		if a, err = attempt.Open(ctx, tx, cur.ID, route.Provider, route.Model); err != nil {
+			return a, err
+		}
 	}
-	if cur.Version != t.Version {
-		return task.ErrStale
+	if !lookUp {
+		if err := attempt.NoteSend(ctx, tx, a.ID); err != nil {
+			return a, err
+		}
 	}
-	return nil
+	_, err := task.Apply(ctx, tx, d.Origin, cur, task.Transition{To: task.Submitting,
+		Reason: fmt.Sprintf("attempt %d at %s%s", a.No, a.Provider, reason),
+		Set:    task.Fields{Provider: task.Ptr(a.Provider), ClearNextRetryAt: true}})
+	return a, err
 }
 
 // unansweredSend hands attempt a, which made a send whose answer nothing
