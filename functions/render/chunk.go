@@ -206,8 +206,7 @@ func (s *renderer) store(ctx context.Context, d stage.Delivery[task.RenderReques
 		if _, err := renders.Apply(ctx, tx, d.Origin, cur, ch, events...); err != nil {
 			return 0, cleanup{}, err
 		}
-		chunkLabel("stored").Inc()
-		return aggregate.Applied, cleanup{}, nil
+		return aggregate.Applied, cleanup{count: []prometheus.Counter{chunkLabel("stored")}}, nil
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/aggregate"
@@ -50,17 +51,22 @@ func (s *renderer) reuse(ctx context.Context, d stage.Delivery[task.RenderReques
 
 // finish ends a running or queued render SUCCEEDED with output.
 func (s *renderer) finish(ctx context.Context, d stage.Delivery[task.RenderRequested], id, output uuid.UUID, reused bool) error {
-	return stage.ApplyTo(ctx, d, renders.Kind, id, renders.Running().Into(renders.Succeeded), func(ctx context.Context, tx pgx.Tx, cur renders.Job) (aggregate.Result, error) {
+	c, _, err := s.applyTo(ctx, d, id, renders.Running().Into(renders.Succeeded), func(ctx context.Context, tx pgx.Tx, cur renders.Job) (aggregate.Result, cleanup, error) {
 		if _, err := renders.Apply(ctx, tx, d.Origin, cur, renders.Change{To: renders.Succeeded, OutputAssetID: &output,
 			Reused: reused, Progress: task.Ptr(100)}); err != nil {
-			return 0, err
+			return 0, cleanup{}, err
 		}
 		if reused {
-			reusedOutputs.Inc()
 			d.Log.InfoContext(ctx, "render reused a stored output", slog.String("asset_id", output.String()))
+			return aggregate.Applied, cleanup{count: []prometheus.Counter{reusedOutputs}}, nil
 		}
-		return aggregate.Applied, nil
+		return aggregate.Applied, cleanup{}, nil
 	})
+	if err != nil {
+		return err
+	}
+	s.cleanUp(ctx, d.Log, c)
+	return nil
 }
 
 // fail ends a render that is not over yet FAILED with a reason.

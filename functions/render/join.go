@@ -207,7 +207,7 @@ func record(ctx context.Context, d stage.Delivery[task.RenderRequested], tx pgx.
 	// it stored before (the output key is the content's, so both
 	// joins wrote the same object).
 	if recorded {
-		reusedOutputs.Inc()
+		left.count = append(left.count, reusedOutputs)
 	}
 	if _, err := renders.Apply(ctx, tx, d.Origin, cur, renders.Change{To: renders.Succeeded, OutputAssetID: &id, Reused: recorded,
 		Progress: task.Ptr(100)}, wake...); err != nil {

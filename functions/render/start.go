@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/aggregate"
@@ -63,8 +64,7 @@ func plan(ctx context.Context, d stage.Delivery[task.RenderRequested], tx pgx.Tx
 			Reused: true, Progress: task.Ptr(100)}); err != nil {
 			return 0, cleanup{}, err
 		}
-		reusedOutputs.Inc()
-		return aggregate.Applied, cleanup{}, nil
+		return aggregate.Applied, cleanup{count: []prometheus.Counter{reusedOutputs}}, nil
 	}
 	dropped, err := renders.AddChunks(ctx, tx, cur.TenantID, cur.Key, windows)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/aggregate"
@@ -26,6 +27,9 @@ type cleanup struct {
 	// keepSlot: the chunk's claim went to another delivery, and its
 	// tenant slot (the chunk's, not the delivery's) with it.
 	keepSlot bool
+	// count lists the counters the work moves: an attempt that did not
+	// commit did no work to count.
+	count []prometheus.Counter
 }
 
 // cleanupAct is the work of a transition whose cleanup follows the
@@ -73,6 +77,9 @@ func (s *renderer) applyTo(ctx context.Context, d stage.Delivery[task.RenderRequ
 
 // cleanUp removes the objects a committed transition left unrecorded.
 func (s *renderer) cleanUp(ctx context.Context, log *slog.Logger, c cleanup) {
+	for _, counter := range c.count {
+		counter.Inc()
+	}
 	for _, key := range c.remove {
 		s.remove(ctx, log, key)
 	}
