@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/aggregate"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/render"
@@ -111,30 +112,16 @@ func (s *RenderSettler) pass(ctx context.Context, now time.Time) (RenderReport, 
 	if err != nil {
 		return rep, fmt.Errorf("scan unsettled renders: %w", err)
 	}
+	// A finished render stays finished: the precondition names what the
+	// scan found, under the lock.
+	over := render.Guard(render.Succeeded, render.Failed, render.Canceled)
 	for _, id := range unsettled {
-		err := pgx.BeginFunc(ctx, s.p.Pool, func(tx pgx.Tx) error {
-			j, err := render.Lock(ctx, tx, id)
-			if err != nil {
-				return err
-			}
-			e, err := scanOrigin.EmitFor(j.Aggregate(), task.SettleRequested{RenderID: j.ID, Status: task.Status(j.Status)})
-			if err != nil {
-				return err
-			}
-			// The touch makes the next re-emission wait another deadline.
-			if _, err := render.Move(ctx, tx, j, render.Change{}); err != nil {
-				return err
-			}
-			ctx, span, err := render.ContinueTrace(ctx, tx, j.ID, "reconcile render settle")
-			defer span.End()
-			if err != nil {
-				return err
-			}
-			if err := outbox.Write(ctx, tx, e); err != nil {
-				return err
-			}
-			return record(ctx, tx, repair{Kind: RepairRenderResettle, AggregateType: task.RenderAggregateType, AggregateID: j.ID.String(),
-				Reason: fmt.Sprintf("the render is %s and still holds its reservation: its settle was lost", j.Status)})
+		var res aggregate.Result
+		err := pgx.BeginFunc(ctx, s.p.Pool, func(tx pgx.Tx) (err error) {
+			res, err = aggregate.Apply(ctx, tx, render.Kind, id, over, func(ctx context.Context, tx pgx.Tx, j render.Job) (aggregate.Result, error) {
+				return aggregate.Applied, s.settle(ctx, tx, j)
+			})
+			return err
 		})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -143,27 +130,61 @@ func (s *RenderSettler) pass(ctx context.Context, now time.Time) (RenderReport, 
 			s.p.Logger.WarnContext(ctx, "render not settled again this scan", slog.String("render_id", id.String()), slog.String("error", err.Error()))
 			continue
 		}
-		rep.Settled++
+		if res == aggregate.Applied {
+			rep.Settled++
+		}
 	}
 	return rep, nil
 }
 
-func (s *RenderSettler) rescue(ctx context.Context, tx pgx.Tx, id uuid.UUID, now time.Time, rep *RenderReport) error {
-	j, err := render.Lock(ctx, tx, id)
+// settle re-emits the settle of finished render j, which still holds its
+// reservation: its settle was lost.
+func (s *RenderSettler) settle(ctx context.Context, tx pgx.Tx, j render.Job) error {
+	e, err := scanOrigin.EmitFor(j.Aggregate(), task.SettleRequested{RenderID: j.ID, Status: task.Status(j.Status)})
 	if err != nil {
 		return err
 	}
-	ctx, span, err := render.ContinueTrace(ctx, tx, id, "reconcile render "+string(j.Status))
+	// The touch makes the next re-emission wait another deadline.
+	if _, err := render.Move(ctx, tx, j, render.Change{}); err != nil {
+		return err
+	}
+	ctx, span, err := render.ContinueTrace(ctx, tx, j.ID, "reconcile render settle")
 	defer span.End()
 	if err != nil {
 		return err
 	}
-	// An event still in the outbox is on its way (the relay or the broker
-	// is slow or down): re-asking adds nothing and must not count.
-	var pending bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox_events WHERE published_at IS NULL AND aggregate_id = $1)`,
-		j.ID.String()).Scan(&pending); err != nil || pending {
+	if err := outbox.Write(ctx, tx, e); err != nil {
 		return err
+	}
+	return record(ctx, tx, repair{Kind: RepairRenderResettle, AggregateType: task.RenderAggregateType, AggregateID: j.ID.String(),
+		Reason: fmt.Sprintf("the render is %s and still holds its reservation: its settle was lost", j.Status)})
+}
+
+// rescue re-asks the lost steps of render id, or fails it once enough
+// re-asks reached the render stage without progress, if it is, as locked,
+// still running (and a queued one untouched since the stuck deadline):
+// otherwise it moved since the scan read it, and the rescue is stale.
+func (s *RenderSettler) rescue(ctx context.Context, tx pgx.Tx, id uuid.UUID, now time.Time, rep *RenderReport) error {
+	stuck := now.Add(-s.p.Journey.StuckAfter)
+	running := render.Guard(render.Queued, render.Rendering)
+	running.If = func(j render.Job) bool { return j.Status != render.Queued || j.UpdatedAt.Before(stuck) }
+	_, err := aggregate.Apply(ctx, tx, render.Kind, id, running, func(ctx context.Context, tx pgx.Tx, j render.Job) (aggregate.Result, error) {
+		return s.reask(ctx, tx, j, now, rep)
+	})
+	return err
+}
+
+// reask is the work of a rescue on j as locked.
+func (s *RenderSettler) reask(ctx context.Context, tx pgx.Tx, j render.Job, now time.Time, rep *RenderReport) (aggregate.Result, error) {
+	ctx, span, err := render.ContinueTrace(ctx, tx, j.ID, "reconcile render "+string(j.Status))
+	defer span.End()
+	if err != nil {
+		return 0, err
+	}
+	// An event still in the outbox is on its way: re-asking adds nothing
+	// and must not count.
+	if pending, err := outbox.PendingFor(ctx, tx, j.ID.String()); err != nil || pending {
+		return aggregate.Stale, err
 	}
 	stuck := now.Add(-s.p.Journey.StuckAfter)
 	var asks []outbox.Event
@@ -174,16 +195,13 @@ func (s *RenderSettler) rescue(ctx context.Context, tx pgx.Tx, id uuid.UUID, now
 	}
 	switch j.Status {
 	case render.Queued:
-		if !j.UpdatedAt.Before(stuck) {
-			return nil // it moved since the scan read it
-		}
 		if err := ask(task.RenderStart, 0); err != nil {
-			return err
+			return 0, err
 		}
 	case render.Rendering:
 		chunks, err := render.Chunks(ctx, tx, j.TenantID, j.Key)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		quiet := j.UpdatedAt.Before(stuck)
 		done := 0
@@ -194,48 +212,46 @@ func (s *RenderSettler) rescue(ctx context.Context, tx pgx.Tx, id uuid.UUID, now
 			case c.Status == render.ChunkRendering && c.LeaseUntil != nil && c.LeaseUntil.Before(now),
 				c.Status == render.ChunkPending && quiet:
 				if err := ask(task.RenderChunk, c.Window.Index); err != nil {
-					return err
+					return 0, err
 				}
 			}
 		}
 		if done == len(chunks) && quiet { // stored, not joined (an empty plan: the join finds the stored output)
 			if err := ask(task.RenderJoin, 0); err != nil {
-				return err
+				return 0, err
 			}
 		}
-	default:
-		return nil
 	}
 	if len(asks) == 0 {
-		return nil
+		return aggregate.Stale, nil
 	}
 	if j.RescueAsks > 0 && now.Before(j.RescuedAt.Add(rescueSpacing(s.p.Journey.StuckAfter, j.RescueAsks))) {
 		rep.Waiting++
-		return nil
+		return aggregate.Stale, nil
 	}
 	// The last re-ask, unless the render progressed since (which starts
 	// the count again), counts once the stage handled it.
 	handled := false
 	if j.RescueAsks > 0 {
 		if handled, err = rescueHandled(ctx, tx, j); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	if rescues := j.Rescues + btoi(handled); handled && rescues >= s.cfg.MaxRescues {
 		progressed, err := lastProgress(ctx, tx, j)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if idle := now.Sub(progressed); idle >= s.p.Journey.GiveUpAfter {
 			rep.GaveUpOn++
-			s.p.Logger.WarnContext(ctx, "render stuck", slog.String("render_id", id.String()), slog.Int("rescues", rescues),
+			s.p.Logger.WarnContext(ctx, "render stuck", slog.String("render_id", j.ID.String()), slog.Int("rescues", rescues),
 				slog.Duration("idle", idle.Round(time.Second)))
 			msg := fmt.Sprintf("the render has not progressed for %s: its steps were re-asked %d times, and each reached the render stage and changed nothing; the render stage's logs and the quarantine (adapter quarantine list --consumer %s) say why",
 				idle.Round(time.Minute), rescues, catalog.GroupRender.Name)
 			if _, err := render.Apply(ctx, tx, scanOrigin, j, render.Change{To: render.Failed, ErrorCode: "render.stuck", ErrorMessage: msg}); err != nil {
-				return err
+				return 0, err
 			}
-			return record(ctx, tx, repair{Kind: RepairRenderGiveUp, AggregateType: task.RenderAggregateType, AggregateID: j.ID.String(), Reason: "render.stuck: " + msg})
+			return aggregate.Applied, record(ctx, tx, repair{Kind: RepairRenderGiveUp, AggregateType: task.RenderAggregateType, AggregateID: j.ID.String(), Reason: "render.stuck: " + msg})
 		}
 	}
 	ids := make([]uuid.UUID, len(asks))
@@ -244,18 +260,18 @@ func (s *RenderSettler) rescue(ctx context.Context, tx pgx.Tx, id uuid.UUID, now
 	}
 	if _, err := render.Apply(ctx, tx, scanOrigin, j, render.Change{Asked: ids, Rescued: handled}, asks...); err != nil {
 		if errors.Is(err, render.ErrStale) {
-			return nil
+			return aggregate.Stale, nil
 		}
-		return err
+		return 0, err
 	}
 	if err := record(ctx, tx, repair{Kind: RepairRenderRescue, AggregateType: task.RenderAggregateType, AggregateID: j.ID.String(),
 		Reason: fmt.Sprintf("the render stopped moving in %s: %d step(s) re-asked", j.Status, len(asks)), Rescue: true}); err != nil {
-		return err
+		return 0, err
 	}
 	rep.Rescued++
-	s.p.Logger.InfoContext(ctx, "render step re-asked", slog.String("render_id", id.String()), slog.String("status", string(j.Status)),
+	s.p.Logger.InfoContext(ctx, "render step re-asked", slog.String("render_id", j.ID.String()), slog.String("status", string(j.Status)),
 		slog.Int("events", len(asks)))
-	return nil
+	return aggregate.Applied, nil
 }
 
 // rescueSpacing is how long after its asks-th re-ask (since the last

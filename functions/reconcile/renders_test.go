@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -172,4 +173,54 @@ func TestScanReasksRendersThatStoppedMoving(t *testing.T) {
 	rep, err = b.scanner.Scan(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Renders.Settled)
+}
+
+// TestRenderReasksHandledAtOnceCountOnce: re-asks made during an outage
+// that the render stage handles all at once, when it is back, are one
+// round of evidence, not one per re-ask: the render fails only after
+// maxRescues passes each found the re-ask it made last handled.
+func TestRenderReasksHandledAtOnceCountOnce(t *testing.T) {
+	t.Parallel()
+	b := scanSetup(t)
+	unjoined := b.render(t, render.Rendering, 0)
+	for i := range 2 {
+		l, ok, err := render.Claim(t.Context(), b.pool, b.tenantID, unjoined.Key, i, time.Minute)
+		require.NoError(t, err)
+		require.True(t, ok)
+		stored, err := l.Store(t.Context(), b.pool, render.Stored{ObjectKey: "k" + l.Token.String(), SizeBytes: 1, SHA256: make([]byte, 32)})
+		require.NoError(t, err)
+		require.True(t, stored)
+	}
+	b.ageRender(t, unjoined, scanJourney.StuckAfter+time.Minute)
+	j := scanJourney
+	j.GiveUpAfter = time.Hour
+	scanner, clock := b.clocked(j)
+	scan := func() {
+		t.Helper()
+		clock.Advance(8*j.StuckAfter + time.Minute)
+		_, err := scanner.Scan(t.Context())
+		require.NoError(t, err)
+		b.asked(t, unjoined)
+	}
+	for range 2 * maxRescues {
+		scan() // nobody receives the re-asks
+	}
+	// The render stage is back and handles every re-ask at once.
+	_, err := b.pool.Exec(t.Context(), `INSERT INTO inbox_dedup (consumer_name, event_id, result_code, payload_hash)
+		SELECT $1, event_id, 'STALE_NOOP', $3 FROM outbox_events WHERE aggregate_id = $2 AND event_type = $4 AND producer = 'reconcile'`,
+		catalog.GroupRender.Name, unjoined.ID.String(), make([]byte, 32), catalog.EventRenderRequested)
+	require.NoError(t, err)
+	scan()
+	got, err := render.Get(t.Context(), b.pool, unjoined.ID)
+	require.NoError(t, err)
+	require.Equal(t, render.Rendering, got.Status, "%d re-asks handled at once are one round", 2*maxRescues)
+	for range maxRescues - 1 {
+		b.takeRenderAsks(t, unjoined)
+		scan()
+	}
+	got, err = render.Get(t.Context(), b.pool, unjoined.ID)
+	require.NoError(t, err)
+	require.Equal(t, render.Failed, got.Status)
+	require.Equal(t, "render.stuck", got.ErrorCode)
+	require.Contains(t, got.ErrorMessage, fmt.Sprintf("re-asked %d times", maxRescues))
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/aggregate"
 	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/task"
 )
@@ -145,64 +146,65 @@ var errGiveUp = errors.New("give up")
 // there is nothing to re-drive; one such task must not stop the pass.
 var errNoAttempt = fmt.Errorf("%w: no attempt records the provider job", errGiveUp)
 
-// rescue re-checks the task under its row lock (it may have moved since
-// the pass read it) and touches it with the events emit returns.
+// rescue touches the task with the events emit returns, or hands it to a
+// person, if it is, as locked, still in status: otherwise it moved since
+// the pass read it, and the rescue is stale.
 func (s *TaskRescuer) rescue(ctx context.Context, id uuid.UUID, status task.Status, now time.Time, emit func(context.Context, pgx.Tx, task.Task) ([]outbox.Event, error)) (rescueOutcome, error) {
 	var out rescueOutcome
 	err := pgx.BeginFunc(ctx, s.p.Pool, func(tx pgx.Tx) error {
 		out = skipped
-		cur, err := task.Lock(ctx, tx, id)
-		if err != nil || cur.Status != status {
-			return err
-		}
-		// An event of the task still in the outbox is its next step on the
-		// way (the relay or the broker is slow or down): re-emitting adds
-		// nothing, and must not count as a round without progress.
-		var pending bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox_events WHERE published_at IS NULL AND aggregate_id = $1)`,
-			cur.ID.String()).Scan(&pending); err != nil || pending {
-			return err
-		}
-		if onItsWay, err := rescueInFlight(ctx, tx, cur.ID, s.p.Journey.StuckAfter, now); err != nil || onItsWay {
-			return err
-		}
-		rounds, err := roundsWithoutProgress(ctx, tx, cur.ID)
-		if err != nil {
-			return err
-		}
-		// The rescue belongs to the task's trace: what it re-drives
-		// carries on there, linked to the scan.
-		ctx, span, err := task.ContinueTrace(ctx, tx, cur.ID, "reconcile "+string(status))
-		defer span.End()
-		if err != nil {
-			return err
-		}
-		events, err := emit(ctx, tx, cur)
-		if rounds >= s.cfg.MaxRescues && err == nil {
-			err = errGiveUp
-		}
-		if errors.Is(err, errGiveUp) {
-			out = gaveUp
-			code, msg := giveUpReason(cur.Status, rounds)
-			if errors.Is(err, errNoAttempt) {
-				code = "reconcile.attempt_missing"
-				msg = fmt.Sprintf("the task is %s with provider job %q, but no attempt records that job: nothing can be polled or looked at; a person decides", cur.Status, cur.ProviderJobID)
+		_, err := aggregate.Apply(ctx, tx, task.Kind, id, task.Guard(status), func(ctx context.Context, tx pgx.Tx, cur task.Task) (aggregate.Result, error) {
+			// An event of the task still in the outbox is its next step on
+			// the way: re-emitting adds nothing, and must not count as a
+			// round without progress.
+			if pending, err := outbox.PendingFor(ctx, tx, cur.ID.String()); err != nil || pending {
+				return aggregate.Stale, err
 			}
-			if _, err := task.Apply(ctx, tx, scanOrigin, cur, task.Transition{To: task.NeedsAttention, Reason: "reconcile: " + code,
-				Set: task.Fields{ErrorCode: &code, ErrorMessage: &msg}}); err != nil {
-				return err
+			if onItsWay, err := rescueInFlight(ctx, tx, cur.ID, s.p.Journey.StuckAfter, now); err != nil || onItsWay {
+				return aggregate.Stale, err
 			}
-			return record(ctx, tx, repair{Kind: RepairTaskGiveUp, AggregateType: task.AggregateType, AggregateID: cur.ID.String(), Reason: code + ": " + msg})
-		}
-		if err != nil || len(events) == 0 {
-			return err
-		}
-		out = rescued
-		touched, err := task.Touch(ctx, tx, scanOrigin, cur, rescueReason+events[0].Envelope.EventType, events...)
-		if err != nil {
-			return err
-		}
-		return recordTaskRescue(ctx, tx, cur.ID, touched.Version)
+			rounds, err := roundsWithoutProgress(ctx, tx, cur.ID)
+			if err != nil {
+				return 0, err
+			}
+			// The rescue belongs to the task's trace: what it re-drives
+			// carries on there, linked to the scan.
+			ctx, span, err := task.ContinueTrace(ctx, tx, cur.ID, "reconcile "+string(status))
+			defer span.End()
+			if err != nil {
+				return 0, err
+			}
+			events, err := emit(ctx, tx, cur)
+			if rounds >= s.cfg.MaxRescues && err == nil {
+				err = errGiveUp
+			}
+			if errors.Is(err, errGiveUp) {
+				out = gaveUp
+				code, msg := giveUpReason(cur.Status, rounds)
+				if errors.Is(err, errNoAttempt) {
+					code = "reconcile.attempt_missing"
+					msg = fmt.Sprintf("the task is %s with provider job %q, but no attempt records that job: nothing can be polled or looked at; a person decides", cur.Status, cur.ProviderJobID)
+				}
+				if _, err := task.Apply(ctx, tx, scanOrigin, cur, task.Transition{To: task.NeedsAttention, Reason: "reconcile: " + code,
+					Set: task.Fields{ErrorCode: &code, ErrorMessage: &msg}}); err != nil {
+					return 0, err
+				}
+				return aggregate.Applied, record(ctx, tx, repair{Kind: RepairTaskGiveUp, AggregateType: task.AggregateType, AggregateID: cur.ID.String(), Reason: code + ": " + msg})
+			}
+			if err != nil {
+				return 0, err
+			}
+			if len(events) == 0 {
+				return aggregate.Stale, nil
+			}
+			out = rescued
+			touched, err := task.Touch(ctx, tx, scanOrigin, cur, rescueReason+events[0].Envelope.EventType, events...)
+			if err != nil {
+				return 0, err
+			}
+			return aggregate.Applied, recordTaskRescue(ctx, tx, cur.ID, touched.Version)
+		})
+		return err
 	})
 	if errors.Is(err, task.ErrStale) {
 		return skipped, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/aggregate"
 	"github.com/aivedio/pipeline/shared/asset"
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/outbox"
@@ -103,52 +104,52 @@ func (s *UploadSettler) pass(ctx context.Context, now time.Time) (UploadReport, 
 	return rep, nil
 }
 
+// rescue re-emits the probe of upload id, or fails it once enough
+// re-emissions reached the probe stage, if it is, as locked, still
+// PROCESSING and untouched since the stuck deadline: otherwise it moved
+// since the scan read it, and the rescue is stale.
 func (s *UploadSettler) rescue(ctx context.Context, tx pgx.Tx, id uuid.UUID, now time.Time, rep *UploadReport) error {
-	a, err := asset.Lock(ctx, tx, id)
-	if err != nil {
-		return err
-	}
-	if a.Status != asset.Processing || !a.UpdatedAt.Before(now.Add(-s.p.Journey.StuckAfter)) {
-		return nil // it moved since the scan read it
-	}
-	// A probe still in the outbox is on its way (the relay or the broker
-	// is slow or down): re-emitting adds nothing and must not count.
-	var pending bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox_events WHERE published_at IS NULL AND aggregate_id = $1)`,
-		a.ID.String()).Scan(&pending); err != nil || pending {
-		return err
-	}
-	took, err := lastProbeTaken(ctx, tx, a.ID)
-	if err != nil {
-		return err
-	}
-	if rescues := a.Rescues + btoi(took); rescues >= s.cfg.MaxRescues {
-		rep.GaveUpOn++
-		if err := asset.NoteRescue(ctx, tx, id, took); err != nil { // the count the failure names
-			return err
+	stuck := asset.Guard(asset.Processing)
+	stuck.If = func(a asset.Asset) bool { return a.UpdatedAt.Before(now.Add(-s.p.Journey.StuckAfter)) }
+	_, err := aggregate.Apply(ctx, tx, asset.Upload, id, stuck, func(ctx context.Context, tx pgx.Tx, a asset.Asset) (aggregate.Result, error) {
+		// A probe still in the outbox is on its way: re-emitting adds
+		// nothing and must not count.
+		if pending, err := outbox.PendingFor(ctx, tx, a.ID.String()); err != nil || pending {
+			return aggregate.Stale, err
 		}
-		s.p.Logger.WarnContext(ctx, "upload probe stuck", slog.String("asset_id", id.String()), slog.Int("rescues", rescues))
-		msg := fmt.Sprintf("the probe of the upload did not finish after %d re-emissions that reached the probe stage; the probe stage's logs and the quarantine (adapter quarantine list --consumer %s) say why",
-			rescues, catalog.GroupProbe.Name)
-		if err := asset.Fail(ctx, tx, id, "media.probe_stuck", msg); err != nil {
-			return err
+		took, err := lastProbeTaken(ctx, tx, a.ID)
+		if err != nil {
+			return 0, err
 		}
-		return record(ctx, tx, repair{Kind: RepairUploadGiveUp, AggregateType: task.AssetAggregateType, AggregateID: id.String(), Reason: "media.probe_stuck: " + msg})
-	}
-	e, err := scanOrigin.EmitFor(task.Aggregate{Type: task.AssetAggregateType, ID: a.ID, TenantID: a.TenantID},
-		task.Postprocess{AssetID: a.ID, Step: catalog.TagProbe})
-	if err != nil {
-		return err
-	}
-	if err := outbox.Write(ctx, tx, e); err != nil {
-		return err
-	}
-	rep.Rescued++
-	if err := record(ctx, tx, repair{Kind: RepairUploadRescue, AggregateType: task.AssetAggregateType, AggregateID: id.String(),
-		Reason: "the upload stayed PROCESSING: probe re-emitted", Rescue: true}); err != nil {
-		return err
-	}
-	return asset.NoteRescue(ctx, tx, id, took)
+		if rescues := a.Rescues + btoi(took); rescues >= s.cfg.MaxRescues {
+			rep.GaveUpOn++
+			if err := asset.NoteRescue(ctx, tx, id, took); err != nil { // the count the failure names
+				return 0, err
+			}
+			s.p.Logger.WarnContext(ctx, "upload probe stuck", slog.String("asset_id", id.String()), slog.Int("rescues", rescues))
+			msg := fmt.Sprintf("the probe of the upload did not finish after %d re-emissions that reached the probe stage; the probe stage's logs and the quarantine (adapter quarantine list --consumer %s) say why",
+				rescues, catalog.GroupProbe.Name)
+			if err := asset.Fail(ctx, tx, id, "media.probe_stuck", msg); err != nil {
+				return 0, err
+			}
+			return aggregate.Applied, record(ctx, tx, repair{Kind: RepairUploadGiveUp, AggregateType: task.AssetAggregateType, AggregateID: id.String(), Reason: "media.probe_stuck: " + msg})
+		}
+		e, err := scanOrigin.EmitFor(task.Aggregate{Type: task.AssetAggregateType, ID: a.ID, TenantID: a.TenantID},
+			task.Postprocess{AssetID: a.ID, Step: catalog.TagProbe})
+		if err != nil {
+			return 0, err
+		}
+		if err := outbox.Write(ctx, tx, e); err != nil {
+			return 0, err
+		}
+		rep.Rescued++
+		if err := record(ctx, tx, repair{Kind: RepairUploadRescue, AggregateType: task.AssetAggregateType, AggregateID: id.String(),
+			Reason: "the upload stayed PROCESSING: probe re-emitted", Rescue: true}); err != nil {
+			return 0, err
+		}
+		return aggregate.Applied, asset.NoteRescue(ctx, tx, id, took)
+	})
+	return err
 }
 
 // lastProbeTaken reports whether the scanner's last probe re-emission for

@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -90,4 +91,53 @@ func TestScanSettlesUploadsThatStoppedHalfWay(t *testing.T) {
 	require.Equal(t, "media.probe_stuck", got.ErrorCode)
 	require.Contains(t, got.ErrorMessage, catalog.GroupProbe.Name)
 	require.Equal(t, 3, got.Rescues)
+}
+
+// TestUploadProbesTakenAtOnceCountOnce: probes re-emitted during an
+// outage that the probe stage takes all at once, when it is back, are one
+// round of evidence, not one per probe: the upload fails only after
+// maxRescues passes each found the probe it re-emitted last taken.
+func TestUploadProbesTakenAtOnceCountOnce(t *testing.T) {
+	t.Parallel()
+	b := scanSetup(t)
+	store := stagetest.NewStore(t)
+	file := filepath.Join(t.TempDir(), "clip.mp4")
+	require.NoError(t, os.WriteFile(file, []byte("bytes"), 0o600))
+	lost := stagetest.NewUpload(t, b.pool, store, b.tenantID, asset.Video, file, asset.Processing)
+	scan := func() {
+		t.Helper()
+		_, err := b.pool.Exec(t.Context(), `UPDATE outbox_events SET published_at = now() WHERE published_at IS NULL`)
+		require.NoError(t, err)
+		_, err = b.pool.Exec(t.Context(), `UPDATE assets SET updated_at = now() - $2 * interval '1 second' WHERE asset_id = $1`,
+			lost.ID, (scanJourney.StuckAfter + time.Minute).Seconds())
+		require.NoError(t, err)
+		_, err = b.scanner.Scan(t.Context())
+		require.NoError(t, err)
+	}
+	take := func() {
+		t.Helper()
+		_, err := b.pool.Exec(t.Context(), `UPDATE outbox_events SET published_at = now() WHERE published_at IS NULL`)
+		require.NoError(t, err)
+		_, err = b.pool.Exec(t.Context(), `INSERT INTO inbox_dedup (consumer_name, event_id, result_code, payload_hash)
+			SELECT $1, event_id, 'STALE_NOOP', $3 FROM outbox_events WHERE aggregate_id = $2 AND tag = $4 ON CONFLICT DO NOTHING`,
+			catalog.GroupProbe.Name, lost.ID.String(), make([]byte, 32), catalog.TagProbe)
+		require.NoError(t, err)
+	}
+	for range 2 * maxRescues {
+		scan() // nobody receives the probes
+	}
+	take() // the probe stage is back and takes them all
+	scan()
+	got, err := asset.Get(t.Context(), b.pool, lost.ID)
+	require.NoError(t, err)
+	require.Equal(t, asset.Processing, got.Status, "%d probes taken at once are one round", 2*maxRescues)
+	for range maxRescues - 1 {
+		take()
+		scan()
+	}
+	got, err = asset.Get(t.Context(), b.pool, lost.ID)
+	require.NoError(t, err)
+	require.Equal(t, asset.Failed, got.Status)
+	require.Equal(t, "media.probe_stuck", got.ErrorCode)
+	require.Contains(t, got.ErrorMessage, fmt.Sprintf("after %d re-emissions", maxRescues))
 }

@@ -70,5 +70,6 @@
 // the order they were made).
 //
 // [Pending] reports the backlog (unpublished rows and the age of the oldest)
-// for metrics and readiness.
+// for metrics and readiness; [PendingFor], whether one aggregate's events
+// are part of it, for the repairs that must not re-emit a step on its way.
 package outbox

@@ -3,8 +3,9 @@ package outbox
 import (
 	"context"
 	"fmt"
-	"github.com/aivedio/pipeline/shared/pg"
 	"time"
+
+	"github.com/aivedio/pipeline/shared/pg"
 )
 
 // Querier runs one query returning one row: a *pgxpool.Pool, *pgx.Conn or
@@ -29,4 +30,19 @@ func Pending(ctx context.Context, q Querier) (count int, oldest time.Duration, e
 		return 0, 0, fmt.Errorf("count pending outbox events: %w", err)
 	}
 	return count, time.Duration(max(micros, 0)) * time.Microsecond, nil
+}
+
+// PendingFor reports whether an event of aggregate aggregateID (a task,
+// a render, an upload id, as the envelope spells it) waits in the outbox,
+// committed and not yet published. A repair that would re-emit a lost
+// step asks this first: such an event is the aggregate's next step on its
+// way (the relay or the broker is slow or down), so re-emitting adds
+// nothing, and a repair that counts its rounds must not count it as one.
+func PendingFor(ctx context.Context, q Querier, aggregateID string) (bool, error) {
+	var pending bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox_events WHERE published_at IS NULL AND aggregate_id = $1)`,
+		aggregateID).Scan(&pending); err != nil {
+		return false, fmt.Errorf("is an event of aggregate %s pending in the outbox: %w", aggregateID, err)
+	}
+	return pending, nil
 }

@@ -31,3 +31,27 @@ func TestPending(t *testing.T) {
 	require.GreaterOrEqual(t, oldest, 90*time.Second)
 	require.Less(t, oldest, 2*time.Minute)
 }
+
+func TestPendingFor(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	first, other := normalEvent(t), normalEvent(t)
+	pending, err := outbox.PendingFor(t.Context(), b.pool, first.Envelope.AggregateID)
+	require.NoError(t, err)
+	require.False(t, pending, "nothing written yet")
+
+	write(t, b.pool, first, other)
+	pending, err = outbox.PendingFor(t.Context(), b.pool, first.Envelope.AggregateID)
+	require.NoError(t, err)
+	require.True(t, pending)
+
+	_, err = b.pool.Exec(t.Context(), `UPDATE outbox_events SET published_at = now() WHERE event_id = $1`, first.Envelope.EventID)
+	require.NoError(t, err)
+	pending, err = outbox.PendingFor(t.Context(), b.pool, first.Envelope.AggregateID)
+	require.NoError(t, err)
+	require.False(t, pending, "published: no longer on its way, whatever other aggregates still wait")
+	pending, err = outbox.PendingFor(t.Context(), b.pool, other.Envelope.AggregateID)
+	require.NoError(t, err)
+	require.True(t, pending)
+}
