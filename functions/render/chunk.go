@@ -168,65 +168,90 @@ func (s *renderer) chunk(ctx context.Context, d stage.Delivery[task.RenderReques
 // is that delivery's).
 func (s *renderer) store(ctx context.Context, d stage.Delivery[task.RenderRequested], j renders.Job, l renders.Lease, obj renders.Stored) (cleanup, bool, error) {
 	return s.applyTo(ctx, d, j.ID, renders.Guard(), func(ctx context.Context, tx pgx.Tx, cur renders.Job) (aggregate.Result, cleanup, error) {
-		if cur.Status != renders.Rendering {
-			// Ended meanwhile: the chunk serves a sibling of the same
-			// content, or nobody.
-			next, err := runningSibling(ctx, tx, cur)
-			if err != nil {
-				return 0, cleanup{}, err
-			}
-			if next == nil {
-				return aggregate.Stale, cleanup{remove: []string{obj.ObjectKey}}, l.Give(ctx, tx, "")
-			}
-			cur = *next
+		if cur.Status == renders.Rendering {
+			return storeFor(ctx, tx, d, cur, l, obj)
 		}
-		stored, err := l.Store(ctx, tx, obj)
-		if err != nil {
+		// Ended meanwhile: the chunk serves a sibling of the same content,
+		// or nobody.
+		var c cleanup
+		res, found, err := onRunningSibling(ctx, tx, cur, func(ctx context.Context, tx pgx.Tx, sib renders.Job) (res aggregate.Result, err error) {
+			res, c, err = storeFor(ctx, tx, d, sib, l, obj)
+			return res, err
+		})
+		switch {
+		case err != nil:
 			return 0, cleanup{}, err
+		case !found:
+			return aggregate.Stale, cleanup{remove: []string{obj.ObjectKey}}, l.Give(ctx, tx, "")
 		}
-		if !stored {
-			return aggregate.Stale, cleanup{remove: []string{obj.ObjectKey}, keepSlot: true}, nil
-		}
-		if err := renders.Touch(ctx, tx, cur.TenantID, cur.Key, cur.ID); err != nil {
-			return 0, cleanup{}, err
-		}
-		chunks, err := renders.Chunks(ctx, tx, cur.TenantID, cur.Key)
-		if err != nil {
-			return 0, cleanup{}, err
-		}
-		ch := renders.Change{Progress: task.Ptr(renders.DonePercent(chunks, cur.DurationUS)), Progressed: true}
-		var events []outbox.Event
-		if allDone(chunks) {
-			ev, err := cur.Ask(d.Origin, task.RenderJoin, 0)
-			if err != nil {
-				return 0, cleanup{}, err
-			}
-			events, ch.JoinRequested = append(events, ev), true
-		}
-		if _, err := renders.Apply(ctx, tx, d.Origin, cur, ch, events...); err != nil {
-			return 0, cleanup{}, err
-		}
-		return aggregate.Applied, cleanup{count: []prometheus.Counter{chunkLabel("stored")}}, nil
+		return res, c, nil
 	})
+}
+
+// storeFor records chunk obj, rendered under lease l, for cur, RENDERING
+// and locked, and asks for the join when it completes the set.
+func storeFor(ctx context.Context, tx pgx.Tx, d stage.Delivery[task.RenderRequested], cur renders.Job, l renders.Lease, obj renders.Stored) (aggregate.Result, cleanup, error) {
+	stored, err := l.Store(ctx, tx, obj)
+	if err != nil {
+		return 0, cleanup{}, err
+	}
+	if !stored {
+		return aggregate.Stale, cleanup{remove: []string{obj.ObjectKey}, keepSlot: true}, nil
+	}
+	if err := renders.Touch(ctx, tx, cur.TenantID, cur.Key, cur.ID); err != nil {
+		return 0, cleanup{}, err
+	}
+	chunks, err := renders.Chunks(ctx, tx, cur.TenantID, cur.Key)
+	if err != nil {
+		return 0, cleanup{}, err
+	}
+	ch := renders.Change{Progress: task.Ptr(renders.DonePercent(chunks, cur.DurationUS)), Progressed: true}
+	var events []outbox.Event
+	if allDone(chunks) {
+		ev, err := cur.Ask(d.Origin, task.RenderJoin, 0)
+		if err != nil {
+			return 0, cleanup{}, err
+		}
+		events, ch.JoinRequested = append(events, ev), true
+	}
+	if _, err := renders.Apply(ctx, tx, d.Origin, cur, ch, events...); err != nil {
+		return 0, cleanup{}, err
+	}
+	return aggregate.Applied, cleanup{count: []prometheus.Counter{chunkLabel("stored")}}, nil
+}
+
+// onRunningSibling runs act, as a guarded transition of a RENDERING
+// render, on the first render of j's content still RENDERING as locked
+// (the list of them was read before the locks). found is false, and act
+// did not run, when there is none; act's result and error are returned
+// unchanged.
+func onRunningSibling(ctx context.Context, tx pgx.Tx, j renders.Job, act aggregate.Act[renders.Job]) (res aggregate.Result, found bool, err error) {
+	siblings, err := renders.Siblings(ctx, tx, j)
+	if err != nil {
+		return 0, false, err
+	}
+	for _, sib := range siblings {
+		ran := false
+		res, err = aggregate.Apply(ctx, tx, renders.Kind, sib.ID, renders.Guard(renders.Rendering), func(ctx context.Context, tx pgx.Tx, cur renders.Job) (aggregate.Result, error) {
+			ran = true
+			return act(ctx, tx, cur)
+		})
+		if err != nil || ran {
+			return res, ran, err
+		}
+	}
+	return aggregate.Stale, false, nil
 }
 
 // runningSibling locks the first render of j's content still RENDERING,
 // nil when there is none.
 func runningSibling(ctx context.Context, tx pgx.Tx, j renders.Job) (*renders.Job, error) {
-	siblings, err := renders.Siblings(ctx, tx, j)
-	if err != nil {
-		return nil, err
-	}
-	for _, sib := range siblings {
-		locked, err := renders.Lock(ctx, tx, sib.ID)
-		if err != nil {
-			return nil, err
-		}
-		if locked.Status == renders.Rendering {
-			return &locked, nil
-		}
-	}
-	return nil, nil
+	var found *renders.Job
+	_, _, err := onRunningSibling(ctx, tx, j, func(_ context.Context, _ pgx.Tx, cur renders.Job) (aggregate.Result, error) {
+		found = &cur
+		return aggregate.Applied, nil
+	})
+	return found, err
 }
 
 func allDone(chunks []renders.Chunk) bool {

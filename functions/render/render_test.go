@@ -611,6 +611,80 @@ func TestACanceledRenderLeavesItsChunkToASibling(t *testing.T) {
 	require.Equal(t, billing.Captured, f.reservation(t, gb))
 }
 
+// TestAChunkGoesToNoSiblingThatEndedUnderItsLock: a chunk whose render
+// was canceled while it rendered serves a sibling of the same content
+// only while that sibling, as locked, is still RENDERING: a sibling
+// canceled while the chunk's store waited for its lock gets neither the
+// chunk nor progress, the chunk's claim goes back and its object away.
+func TestAChunkGoesToNoSiblingThatEndedUnderItsLock(t *testing.T) {
+	t.Parallel()
+	gate := filepath.Join(t.TempDir(), "hold")
+	f := newFixture(t, render.Params{ChunkLength: 10 * time.Second, Media: chunksHeldWhile(t, gate)})
+	a, b := f.request(t, "720p30-h264"), f.request(t, "720p30-h264")
+	for _, ev := range f.pending(t) {
+		require.NoError(t, f.deliver(t.Context(), t, ev)) // both start
+	}
+	var ofA []outbox.Stored
+	for _, ev := range f.pending(t) {
+		if ev.Envelope.AggregateID == a.ID.String() {
+			ofA = append(ofA, ev)
+		}
+	}
+	require.Len(t, ofA, 1, "one chunk")
+	o := task.Origin{Producer: "test"}
+	cancel := func(ctx context.Context, tx pgx.Tx, id uuid.UUID) (renders.Job, error) {
+		cur, err := renders.Lock(ctx, tx, id)
+		if err != nil {
+			return renders.Job{}, err
+		}
+		return renders.Apply(ctx, tx, o, cur, renders.Change{To: renders.Canceled})
+	}
+
+	require.NoError(t, os.WriteFile(gate, nil, 0o644))
+	done := make(chan error, 1)
+	go func() { done <- f.deliver(t.Context(), t, ofA[0]) }()
+	require.Eventually(t, func() bool {
+		c, err := renders.GetChunk(t.Context(), f.pool, a.TenantID, a.Key, 0)
+		return err == nil && c.Status == renders.ChunkRendering
+	}, 30*time.Second, 10*time.Millisecond)
+	require.NoError(t, pgx.BeginFunc(t.Context(), f.pool, func(tx pgx.Tx) error {
+		_, err := cancel(t.Context(), tx, a.ID)
+		return err
+	}))
+	// b is canceled in a transaction that holds its lock from before the
+	// chunk's ffmpeg run ends until the store waits for it.
+	var canceled renders.Job
+	require.NoError(t, pgx.BeginFunc(t.Context(), f.pool, func(tx pgx.Tx) error {
+		var pid int
+		if err := tx.QueryRow(t.Context(), `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			return err
+		}
+		var err error
+		if canceled, err = cancel(t.Context(), tx, b.ID); err != nil {
+			return err
+		}
+		if err := os.Remove(gate); err != nil {
+			return err
+		}
+		require.Eventually(t, func() bool {
+			var waits bool
+			err := f.pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid)))`, pid).Scan(&waits)
+			return err == nil && waits
+		}, 60*time.Second, 10*time.Millisecond, "the chunk's store waits for the sibling's lock")
+		return nil
+	}))
+	require.NoError(t, <-done)
+
+	gb, err := renders.Get(t.Context(), f.pool, b.ID)
+	require.NoError(t, err)
+	require.Equal(t, [2]any{renders.Canceled, canceled.Version}, [2]any{gb.Status, gb.Version}, "no progress on a render that ended")
+	c, err := renders.GetChunk(t.Context(), f.pool, a.TenantID, a.Key, 0)
+	require.NoError(t, err)
+	require.NotEqual(t, renders.ChunkDone, c.Status, "no chunk stored for renders that ended")
+	require.NotEqual(t, renders.ChunkRendering, c.Status, "the chunk's claim went back")
+	require.Empty(t, f.objects(t, a), "the chunk's object is removed")
+}
+
 // TestAnEarlierRendersFailuresAreNotCountedAgain: a chunk that used up its
 // attempts in a render that failed renders again, with attempts of its
 // own, for the next render of the same content.

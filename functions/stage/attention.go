@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/aivedio/pipeline/shared/aggregate"
 	"github.com/aivedio/pipeline/shared/blob"
 	"github.com/aivedio/pipeline/shared/envelope"
 	"github.com/aivedio/pipeline/shared/inbox"
@@ -59,19 +60,25 @@ func Escalate(ctx context.Context, db inbox.TxBeginner, consumer string, ev enve
 	return escalated(ctx, id, code, message, ierr, log)
 }
 
+// escalation is the move of a task to NEEDS_ATTENTION, which holds
+// while the task, as locked, is not terminal.
+var escalation = aggregate.Transition[task.Status, task.Task]{
+	If: func(cur task.Task) bool { return !cur.Status.Terminal() },
+	To: task.NeedsAttention,
+}
+
 // escalateTx moves task id to NEEDS_ATTENTION in tx, unless it is
 // terminal already.
 func escalateTx(ctx context.Context, tx pgx.Tx, o task.Origin, id uuid.UUID, code, message string) (inbox.Result, error) {
-	cur, err := task.Lock(ctx, tx, id)
+	res, err := aggregate.Apply(ctx, tx, task.Kind, id, escalation, func(ctx context.Context, tx pgx.Tx, cur task.Task) (aggregate.Result, error) {
+		_, err := task.Apply(ctx, tx, o, cur, task.Transition{To: task.NeedsAttention, Reason: code,
+			Set: task.Fields{ErrorCode: &code, ErrorMessage: &message}})
+		return aggregate.Applied, err
+	})
 	if err != nil {
 		return "", err
 	}
-	if cur.Status.Terminal() {
-		return inbox.StaleNoop, nil
-	}
-	_, err = task.Apply(ctx, tx, o, cur, task.Transition{To: task.NeedsAttention, Reason: code,
-		Set: task.Fields{ErrorCode: &code, ErrorMessage: &message}})
-	return inbox.Applied, err
+	return inboxResult(res), nil
 }
 
 // escalated reports the outcome of an escalation.

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/aggregate"
 	"github.com/aivedio/pipeline/shared/attempt"
 	"github.com/aivedio/pipeline/shared/config"
 	"github.com/aivedio/pipeline/shared/outbox"
@@ -79,14 +80,47 @@ func Resolve(ctx context.Context, tx pgx.Tx, j config.Journey, d Decision) (Reso
 	if err := d.Validate(); err != nil {
 		return Resolution{}, err
 	}
-	cur, err := task.Lock(ctx, tx, d.TaskID)
+	// The lock keeps the row it read, for a refusal to say what the task
+	// is, and its error names the task.
+	var locked task.Task
+	k := task.Kind
+	k.Lock = func(ctx context.Context, tx pgx.Tx, id uuid.UUID) (task.Task, error) {
+		cur, err := task.Lock(ctx, tx, id)
+		if err != nil {
+			return task.Task{}, fmt.Errorf("task %s: %w", id, err)
+		}
+		locked = cur
+		return cur, nil
+	}
+	var r Resolution
+	res, err := aggregate.Apply(ctx, tx, k, d.TaskID, resolvable, func(ctx context.Context, tx pgx.Tx, cur task.Task) (aggregate.Result, error) {
+		var err error
+		r, err = carryOut(ctx, tx, j, d, cur)
+		return aggregate.Applied, err
+	})
 	if err != nil {
-		return Resolution{}, fmt.Errorf("task %s: %w", d.TaskID, err)
+		return Resolution{}, err
 	}
-	if cur.Status != task.NeedsAttention || cur.ErrorCode != SubmitUnknown {
+	if res == aggregate.Stale {
 		return Resolution{}, fmt.Errorf("%w: task %s is %s %s; only a task in %s %s is resolved here",
-			ErrNotResolvable, cur.ID, cur.Status, cur.ErrorCode, task.NeedsAttention, SubmitUnknown)
+			ErrNotResolvable, locked.ID, locked.Status, locked.ErrorCode, task.NeedsAttention, SubmitUnknown)
 	}
+	return r, nil
+}
+
+// resolvable is a person's decision on a task, which holds while the
+// task, as locked, is one the pipeline handed over because a submit's
+// outcome stayed unknown. It names no target: the pipeline's table of
+// moves has none out of NEEDS_ATTENTION, and [task.Resolve] checks a
+// person's move against its own.
+var resolvable = aggregate.Transition[task.Status, task.Task]{
+	From: []task.Status{task.NeedsAttention},
+	If:   func(cur task.Task) bool { return cur.ErrorCode == SubmitUnknown },
+}
+
+// carryOut carries d out on cur, locked and resolvable: it refuses a task
+// without an attempt whose answer was lost.
+func carryOut(ctx context.Context, tx pgx.Tx, j config.Journey, d Decision, cur task.Task) (Resolution, error) {
 	lost, err := attempt.Latest(ctx, tx, cur.ID, attempt.SubmitUnknown)
 	if errors.Is(err, attempt.ErrNotFound) {
 		return Resolution{}, fmt.Errorf("%w: task %s has no attempt whose answer was lost", ErrNotResolvable, cur.ID)

@@ -25,11 +25,21 @@ var journey = config.Journey{PollFirst: 5 * time.Second, MaxWait: 30 * time.Minu
 // its attempt's answer lost after one send.
 func lostAtRunway(t *testing.T, pool *pgxpool.Pool) (task.Task, uuid.UUID) {
 	t.Helper()
-	code, msg := attention.SubmitUnknown, "provider runway offers no way to look its job up"
+	return handedOver(t, pool, attention.SubmitUnknown, true)
+}
+
+// handedOver is a task handed over NEEDS_ATTENTION with code, its
+// attempt's answer lost after one send if lost, with no attempt otherwise.
+func handedOver(t *testing.T, pool *pgxpool.Pool, code string, lost bool) (task.Task, uuid.UUID) {
+	t.Helper()
+	msg := "provider runway offers no way to look its job up"
 	cur := stagetest.NewTask(t, pool, nil,
 		task.Transition{To: task.Submitting, Set: task.Fields{Provider: task.Ptr("runway")}},
 		task.Transition{To: task.Reconciling},
 		task.Transition{To: task.NeedsAttention, Set: task.Fields{ErrorCode: &code, ErrorMessage: &msg}})
+	if !lost {
+		return cur, uuid.Nil
+	}
 	var id uuid.UUID
 	require.NoError(t, pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error {
 		a, err := attempt.Open(t.Context(), tx, cur.ID, "runway", "gen4.5")
@@ -152,5 +162,30 @@ func TestAPersonResolvesALostSubmit(t *testing.T) {
 		require.ErrorIs(t, err, attention.ErrNotResolvable, "a task the pipeline is still working on")
 		_, _, _, _, n := audit(t, pool, cur.ID)
 		require.Zero(t, n)
+	})
+
+	t.Run("not a lost submit", func(t *testing.T) {
+		// Handed over for another reason, with an attempt whose answer
+		// was lost: what a person found at the provider does not answer it.
+		other, _ := handedOver(t, pool, "media.source_missing", true)
+		// Handed over as a lost submit, but no attempt lost its answer.
+		unattempted, _ := handedOver(t, pool, attention.SubmitUnknown, false)
+		for _, cur := range []task.Task{other, unattempted} {
+			_, err := resolve(t, pool, attention.Decision{TaskID: cur.ID, NoJob: true, Ticket: "OPS-2", Operator: "alice"})
+			require.ErrorIs(t, err, attention.ErrNotResolvable, "%s %s", cur.Status, cur.ErrorCode)
+			got, err := task.Get(t.Context(), pool, cur.ID)
+			require.NoError(t, err)
+			require.Equal(t, [2]any{task.NeedsAttention, cur.Version}, [2]any{got.Status, got.Version}, "a refused decision leaves the task as it is")
+			_, _, _, _, n := audit(t, pool, cur.ID)
+			require.Zero(t, n)
+		}
+		_, err := resolve(t, pool, attention.Decision{TaskID: other.ID, NoJob: true, Ticket: "OPS-2", Operator: "alice"})
+		require.EqualError(t, err, "task is not resolvable: task "+other.ID.String()+" is NEEDS_ATTENTION media.source_missing; "+
+			"only a task in NEEDS_ATTENTION reconcile.submit_unknown is resolved here", "the refusal says what the task is")
+
+		unknown := uuid.New()
+		_, err = resolve(t, pool, attention.Decision{TaskID: unknown, NoJob: true, Ticket: "OPS-2", Operator: "alice"})
+		require.ErrorIs(t, err, task.ErrNotFound)
+		require.EqualError(t, err, "task "+unknown.String()+": task not found")
 	})
 }
