@@ -27,9 +27,9 @@
 // # Reading
 //
 // [List] selects rows by a [Filter] (consumer, error class, category or
-// code, status, time range), oldest first, without their bodies; [Read] and
-// [OfEvent] return rows whole, [Stored.Detail] fit to read with the event
-// it carries ([Stored.Event]). Every row carries its group's owner and
+// code, status, time range), oldest first, without their bodies; [Read],
+// [OfEvent] and [Find] (by quarantine id or event id) return rows whole,
+// [Stored.Detail] fit to read with the event it carries ([Stored.Event]). Every row carries its group's owner and
 // handling deadline from the catalog; [OpenCounts] and [Collector] export
 // the open ones for alerting. [SelectEvents], [Copies], [LockEvent],
 // [MarkReplayed] and [MarkDiscarded] serve replay (shared/replay): one row

@@ -66,6 +66,20 @@ func TestListSelectsAndReads(t *testing.T) {
 	found, err = quarantine.OfEvent(ctx, pool, uuid.MustParse(event), "cg.provider.fetch.v1")
 	require.NoError(t, err)
 	require.Len(t, found, 1)
+
+	// Find takes a quarantine id or an event id; an event of two groups
+	// needs the group.
+	one, err := quarantine.Find(ctx, pool, byGroup[0].QuarantineID, "")
+	require.NoError(t, err)
+	require.Equal(t, byGroup[0].QuarantineID, one.QuarantineID)
+	_, err = quarantine.Find(ctx, pool, uuid.MustParse(event), "")
+	require.ErrorIs(t, err, quarantine.ErrAmbiguous)
+	require.ErrorContains(t, err, "cg.provider.fetch.v1")
+	one, err = quarantine.Find(ctx, pool, uuid.MustParse(event), "cg.provider.fetch.v1")
+	require.NoError(t, err)
+	require.Equal(t, found[0].QuarantineID, one.QuarantineID)
+	_, err = quarantine.Find(ctx, pool, uuid.New(), "")
+	require.ErrorIs(t, err, quarantine.ErrNotFound)
 }
 
 func TestSelectEventsCountsCopiesOnce(t *testing.T) {

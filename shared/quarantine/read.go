@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -223,6 +224,38 @@ func OfEvent(ctx context.Context, q pg.Querier, eventID uuid.UUID, consumer stri
 		return nil, fmt.Errorf("find quarantined event %s: %w", eventID, err)
 	}
 	return pgx.CollectRows(rows, scanStored)
+}
+
+// ErrAmbiguous: an event id names rows of several consumer groups; name
+// the group or the quarantine id.
+var ErrAmbiguous = errors.New("ambiguous event id")
+
+// Find reads, whole, the row that id names: the row of that quarantine id,
+// else a row of the event of that id (of consumer when it is not empty),
+// an open one first. None is [ErrNotFound]; an event quarantined for
+// several consumers is [ErrAmbiguous], naming them.
+func Find(ctx context.Context, q pg.Querier, id uuid.UUID, consumer string) (Stored, error) {
+	if r, err := Read(ctx, q, id); !errors.Is(err, ErrNotFound) {
+		return r, err
+	}
+	found, err := OfEvent(ctx, q, id, consumer)
+	if err != nil {
+		return Stored{}, err
+	}
+	if len(found) == 0 {
+		return Stored{}, fmt.Errorf("%w: no row has quarantine id or event id %s", ErrNotFound, id)
+	}
+	var groups []string
+	for _, f := range found {
+		if !slices.Contains(groups, f.Consumer) {
+			groups = append(groups, f.Consumer)
+		}
+	}
+	if len(groups) > 1 {
+		return Stored{}, fmt.Errorf("%w: event %s is quarantined for %s; name the consumer group or the quarantine id",
+			ErrAmbiguous, id, strings.Join(groups, " and "))
+	}
+	return found[0], nil
 }
 
 // Copies lists the other open rows of m's event and consumer: the same

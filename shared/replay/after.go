@@ -86,11 +86,7 @@ var unrecorded = aggregate.Transition[Status, Replay]{From: []Status{StatusExecu
 // recordAfter records cur's after-snapshot: its consumer committed the
 // replay event at at with result.
 func (desk *Desk) recordAfter(ctx context.Context, tx pgx.Tx, cur Replay, result string, at time.Time) error {
-	now, err := dbNow(ctx, tx)
-	if err != nil {
-		return err
-	}
-	after := After{AppliedAt: at.UTC(), Result: result, RecordedAt: now,
+	after := After{AppliedAt: at.UTC(), Result: result,
 		Effects: preview.Effects{Attempts: []preview.Attempt{}, Assets: []preview.Asset{}}}
 	if before := cur.Plan.Task; before != nil {
 		after.BeforeStatus, after.BeforeVersion = before.Status, before.Version
@@ -99,14 +95,17 @@ func (desk *Desk) recordAfter(ctx context.Context, tx pgx.Tx, cur Replay, result
 	switch {
 	case errors.Is(err, ErrNotFound):
 		after.Note = "the quarantined message is gone (pruned), so its task is not known here"
+		if after.RecordedAt, err = dbNow(ctx, tx); err != nil {
+			return err
+		}
 	case err != nil:
 		return err
 	default:
-		in, err := desk.inspect(ctx, tx, r, now, cur.ReplayID)
+		in, err := desk.inspect(ctx, tx, r, cur.ReplayID)
 		if err != nil {
 			return err
 		}
-		after.Task, after.Effects = in.report.Task, in.report.Effects
+		after.RecordedAt, after.Task, after.Effects = in.now, in.report.Task, in.report.Effects
 		if after.Task == nil {
 			after.Note = "the event names no task that exists"
 		}

@@ -99,11 +99,7 @@ func (desk *Desk) inspectLocked(ctx context.Context, tx pgx.Tx, m quarantine.Mes
 	if err != nil {
 		return inspection{}, err
 	}
-	now, err := dbNow(ctx, tx)
-	if err != nil {
-		return inspection{}, err
-	}
-	return desk.inspect(ctx, tx, r, now, self)
+	return desk.inspect(ctx, tx, r, self)
 }
 
 // apiKeyOf is the API key an operator string names ("alice (api key

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -104,8 +103,6 @@ func (desk *Desk) bulk(ctx context.Context, f quarantine.Filter, d *Decision, ex
 	if err != nil {
 		return BulkReport{}, err
 	}
-	// One row per event (its oldest open copy), oldest first, up to the
-	// limit.
 	sel, err := quarantine.SelectEvents(ctx, desk.db, f)
 	if err != nil {
 		return BulkReport{}, err
@@ -115,11 +112,8 @@ func (desk *Desk) bulk(ctx context.Context, f quarantine.Filter, d *Decision, ex
 	}
 	b := BulkReport{Filter: f, Matched: sel.Matched, Messages: sel.Events, Planned: len(sel.Oldest),
 		Counts: map[preview.Action]int{preview.Act: 0, preview.StaleNoop: 0, preview.Refuse: 0}, Items: []BulkItem{}}
-	var now time.Time
 	if d != nil {
 		b.Ticket = d.Ticket
-	} else if now, err = dbNow(ctx, desk.db); err != nil {
-		return BulkReport{}, err
 	}
 	for _, r := range sel.Oldest {
 		var (
@@ -129,7 +123,7 @@ func (desk *Desk) bulk(ctx context.Context, f quarantine.Filter, d *Decision, ex
 		if d != nil {
 			in, status, err = desk.approveOne(ctx, f, r, *d)
 		} else {
-			in, err = desk.inspect(ctx, desk.db, r, now, uuid.Nil)
+			in, err = desk.inspect(ctx, desk.db, r, uuid.Nil)
 		}
 		if err != nil {
 			return BulkReport{}, err
@@ -167,7 +161,7 @@ func (desk *Desk) approveOne(ctx context.Context, f quarantine.Filter, r quarant
 		return inspection{}, "", err
 	}
 	if status != statusAlreadyApproved {
-		countStep(metricPlanned)
+		countStep(StepPlanned)
 		countDecision(in.report.Status)
 	}
 	return in, status, nil

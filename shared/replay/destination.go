@@ -1,36 +1,23 @@
 package replay
 
 import (
-	"context"
-	"errors"
+	"cmp"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/aivedio/pipeline/shared/catalog"
 	"github.com/aivedio/pipeline/shared/envelope"
+	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/quarantine"
 )
 
 // destination finds where the replay goes: the original event's outbox
-// row when it is still there, else the topic the message came from, else
-// the consumer group's subscription that carries its tag.
-func destination(ctx context.Context, q querier, r quarantine.Message, env envelope.Envelope, g catalog.Group) (Destination, catalog.Topic, error) {
-	d := Destination{Tag: r.Tag}
-	if d.Tag == "" {
-		d.Tag = env.EventType
-	}
+// row orig when it is still there, else the topic the message came from,
+// else the consumer group's subscription that carries its tag.
+func destination(r quarantine.Message, env envelope.Envelope, g catalog.Group, orig *outbox.Stored) (Destination, catalog.Topic, error) {
+	d := Destination{Tag: cmp.Or(r.Tag, env.EventType)}
 	var topic catalog.Topic
-	var name, tag, group string
-	err := q.QueryRow(ctx, `SELECT topic, tag, coalesce(message_group, '') FROM outbox_events WHERE event_id = $1`, env.EventID).
-		Scan(&name, &tag, &group)
-	switch {
-	case err == nil:
-		if t, ok := catalog.TopicByName(name); ok && g.Takes(t, tag) {
-			topic, d.Tag, d.MessageGroup, d.From = t, tag, group, "outbox"
-		}
-	case !errors.Is(err, pgx.ErrNoRows):
-		return Destination{}, catalog.Topic{}, fmt.Errorf("read original outbox row: %w", err)
+	if orig != nil && g.Takes(orig.Topic, orig.Tag) {
+		topic, d.Tag, d.MessageGroup, d.From = orig.Topic, orig.Tag, orig.MessageGroup, "outbox"
 	}
 	if d.From == "" {
 		if t, ok := catalog.TopicByName(r.Topic); ok && g.Takes(t, d.Tag) {

@@ -10,9 +10,6 @@ import (
 	"github.com/aivedio/pipeline/shared/quarantine"
 )
 
-// ErrNotOpen: the quarantined message was replayed or discarded already.
-var ErrNotOpen = quarantine.ErrNotOpen
-
 // Discarded is what discarding a message did.
 type Discarded struct {
 	QuarantineID uuid.UUID          `json:"quarantine_id"`

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aivedio/pipeline/shared/pg"
 	"github.com/aivedio/pipeline/shared/preview"
+	"github.com/aivedio/pipeline/shared/quarantine"
 )
 
 // Errors callers branch on. Every error of this package that a person
@@ -19,7 +20,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrAmbiguous: an event id names quarantined messages of several
 	// consumer groups; name the group or the quarantine id.
-	ErrAmbiguous = errors.New("ambiguous event id")
+	ErrAmbiguous = quarantine.ErrAmbiguous
+	// ErrNotOpen: the quarantined message was replayed or discarded already.
+	ErrNotOpen = quarantine.ErrNotOpen
 	// ErrInvalid: a parameter is missing or malformed.
 	ErrInvalid = errors.New("invalid replay request")
 	// ErrRefused: the verdict is a refusal; nothing is or will be sent.

@@ -90,17 +90,17 @@ func (desk *Desk) Execute(ctx context.Context, approvalID uuid.UUID, operator st
 		if err != nil {
 			return err
 		}
-		ctx, span := replaySpan(ctx, in.env, &ev)
+		ctx, span := replaySpan(ctx, *rep.Event, &ev)
 		defer span.End()
 		if err := outbox.Write(ctx, tx, ev); err != nil {
-			return fmt.Errorf("write replay of %s: %w", in.env.EventID, err)
+			return fmt.Errorf("write replay of %s: %w", rep.Event.EventID, err)
 		}
 		replayEventID := uuid.MustParse(ev.Envelope.EventID)
 		step.ReplayEventID, step.Target = ev.Envelope.EventID, rep.Target
 		if err := move(ctx, tx, cur, StatusExecuted, change{step: step, topic: rep.Target.Topic, event: &replayEventID}); err != nil {
 			return err
 		}
-		marked, err := quarantine.MarkReplayed(ctx, tx, rep.Message.Consumer, in.env.EventID)
+		marked, err := quarantine.MarkReplayed(ctx, tx, rep.Message.Consumer, rep.Event.EventID)
 		if err != nil {
 			return err
 		}
@@ -115,9 +115,9 @@ func (desk *Desk) Execute(ctx context.Context, approvalID uuid.UUID, operator st
 	}
 	switch {
 	case refused != nil:
-		countStep(metricRefused)
+		countStep(StepRefused)
 	case !x.AlreadyExecuted:
-		countStep(metricExecuted)
+		countStep(StepExecuted)
 	}
 	return x, refused
 }
@@ -143,7 +143,7 @@ func replaySpan(ctx context.Context, orig envelope.Envelope, ev *outbox.Event) (
 // replayEvent is the outbox event of a replay: the original envelope with
 // a new id, caused by the original, to the original destination.
 func replayEvent(in inspection) (outbox.Event, error) {
-	orig := in.env
+	orig := *in.report.Event
 	env, err := envelope.New(envelope.NewParams{
 		EventType:     orig.EventType,
 		SchemaVersion: orig.SchemaVersion,

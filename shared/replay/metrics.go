@@ -2,12 +2,9 @@ package replay
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Steps, as labelled in aivedio_replays_total.
+// The labels of aivedio_replays_total beside the steps' own names
+// (StepPlanned, StepApproved, StepRefused, StepExecuted).
 const (
-	metricPlanned   = "planned"
-	metricApproved  = "approved"
-	metricRefused   = "refused"
-	metricExecuted  = "executed"
 	metricDiscarded = "discarded"
 	metricApplied   = "applied"
 )
@@ -30,8 +27,8 @@ func Collector() prometheus.Collector { return replays }
 // countDecision counts an approval, or a refusal when s is REJECTED.
 func countDecision(s Status) {
 	if s == StatusRejected {
-		countStep(metricRefused)
+		countStep(StepRefused)
 		return
 	}
-	countStep(metricApproved)
+	countStep(StepApproved)
 }

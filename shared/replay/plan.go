@@ -46,11 +46,7 @@ func (desk *Desk) Plan(ctx context.Context, ref Ref, operator string) (Report, e
 		if err != nil {
 			return err
 		}
-		now, err := dbNow(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if in, err = desk.inspect(ctx, tx, r, now, uuid.Nil); err != nil {
+		if in, err = desk.inspect(ctx, tx, r, uuid.Nil); err != nil {
 			return err
 		}
 		_, err = record(ctx, tx, &in, operator, nil)
@@ -59,63 +55,47 @@ func (desk *Desk) Plan(ctx context.Context, ref Ref, operator string) (Report, e
 	if err != nil {
 		return Report{}, err
 	}
-	countStep(metricPlanned)
+	countStep(StepPlanned)
 	return in.report, nil
 }
 
-// resolve finds the quarantine row ref names: by quarantine id, else by
-// event id, preferring an open row.
+// resolve finds the quarantine row ref names (quarantine.Find), under
+// this package's errors.
 func resolve(ctx context.Context, q querier, ref Ref) (quarantine.Stored, error) {
-	r, err := quarantine.Read(ctx, q, ref.ID)
-	if err == nil {
-		if ref.Consumer != "" && ref.Consumer != r.Consumer {
-			return r, invalidf("quarantined message %s belongs to %s, not %s", ref.ID, r.Consumer, ref.Consumer)
-		}
-		return r, nil
-	}
-	if !errors.Is(err, quarantine.ErrNotFound) {
-		return r, err
-	}
-	found, err := quarantine.OfEvent(ctx, q, ref.ID, ref.Consumer)
-	if err != nil {
-		return r, err
-	}
-	if len(found) == 0 {
+	r, err := quarantine.Find(ctx, q, ref.ID, ref.Consumer)
+	switch {
+	case errors.Is(err, quarantine.ErrNotFound):
+		of := ""
 		if ref.Consumer != "" {
-			return r, fmt.Errorf("%w: no message of %s in quarantine has quarantine id or event id %s", ErrNotFound, ref.Consumer, ref.ID)
+			of = " of " + ref.Consumer
 		}
-		return r, fmt.Errorf("%w: no message in quarantine has quarantine id or event id %s", ErrNotFound, ref.ID)
+		return r, fmt.Errorf("%w: no message%s in quarantine has quarantine id or event id %s", ErrNotFound, of, ref.ID)
+	case err == nil && ref.Consumer != "" && ref.Consumer != r.Consumer:
+		return r, invalidf("quarantined message %s belongs to %s, not %s", ref.ID, r.Consumer, ref.Consumer)
 	}
-	var groups []string
-	for _, f := range found {
-		if !slices.Contains(groups, f.Consumer) {
-			groups = append(groups, f.Consumer)
-		}
-	}
-	if len(groups) > 1 {
-		return r, fmt.Errorf("%w: event %s is quarantined for %s; name the consumer group or the quarantine id",
-			ErrAmbiguous, ref.ID, strings.Join(groups, " and "))
-	}
-	return found[0], nil
+	return r, err
 }
 
 // inspection is a report with what deciding and executing it need.
 type inspection struct {
 	report Report
-	now    time.Time         // when it was checked, by the database's clock
-	env    envelope.Envelope // valid when report.Event is set
-	topic  catalog.Topic     // valid when report.Target is set
+	now    time.Time     // when it was checked, by the database's clock
+	topic  catalog.Topic // valid when report.Target is set
 }
 
-// inspect builds the report of r as things are at now. self is the replay
-// being decided, left out of the earlier replays; uuid.Nil for a new one.
-func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, now time.Time, self uuid.UUID) (inspection, error) {
+// inspect builds the report of r as things are now, by the database's
+// clock. self is the replay being decided, left out of the earlier
+// replays; uuid.Nil for a new one.
+func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, self uuid.UUID) (inspection, error) {
+	now, err := dbNow(ctx, q)
+	if err != nil {
+		return inspection{}, err
+	}
 	in := inspection{now: now, report: Report{
 		ReplayID: self, Status: StatusDryRun, PlannedAt: now, Message: r.Message,
 		Effects: preview.Effects{Attempts: []preview.Attempt{}, Assets: []preview.Asset{}, Ledger: []billing.LedgerEntry{}},
 	}}
 	rep := &in.report
-	var err error
 	if rep.Copies, err = quarantine.Copies(ctx, q, r.Message); err != nil {
 		return inspection{}, err
 	}
@@ -129,9 +109,11 @@ func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, n
 		}
 	}
 
-	if rep.EventTime, rep.EventTimeFrom, err = eventTime(ctx, q, r.Message); err != nil {
+	orig, err := original(ctx, q, r.Message)
+	if err != nil {
 		return inspection{}, err
 	}
+	rep.EventTime, rep.EventTimeFrom = eventTime(r.Message, orig)
 	rep.ReplayWindow = desk.window
 	tooOld := outsideWindow(r.Message, rep.EventTime, rep.EventTimeFrom, now, desk.window)
 
@@ -139,7 +121,6 @@ func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, n
 	if envErr != nil {
 		rep.EventError = envErr.Error()
 	} else {
-		in.env = env
 		rep.Event = &env
 	}
 	group, known := quarantine.GroupOf(r.Consumer)
@@ -148,7 +129,7 @@ func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, n
 	var destErr error
 	if envErr == nil && known {
 		var dest Destination
-		dest, in.topic, destErr = destination(ctx, q, r.Message, env, group)
+		dest, in.topic, destErr = destination(r.Message, env, group, orig)
 		if destErr == nil {
 			rep.Target = &dest
 		}
@@ -181,47 +162,43 @@ func (desk *Desk) inspect(ctx context.Context, q querier, r quarantine.Stored, n
 	}
 
 	// The verdict: the first reason to refuse, else the stage's rule.
-	var (
-		refusedBy *Prior
-		verdict   preview.Verdict
-	)
+	var refusedBy *Prior
 	if i := slices.IndexFunc(rep.PriorReplays, func(p Prior) bool { return decided(p.Status) }); i >= 0 {
 		refusedBy = &rep.PriorReplays[i]
 	}
 	switch {
 	case !r.Open():
-		verdict = preview.Refuse.Because("quarantine."+strings.ToLower(string(r.Status)), "the message is %s already; a quarantined message is replayed once", r.Status)
+		rep.Verdict = preview.Refuse.Because("quarantine."+strings.ToLower(string(r.Status)), "the message is %s already; a quarantined message is replayed once", r.Status)
 	case tooOld != nil:
-		verdict = *tooOld
+		rep.Verdict = *tooOld
 	case !known:
-		verdict = preview.Refuse.Because("consumer.unknown", "consumer group %q is not in the catalog: nothing would take the replay", r.Consumer)
+		rep.Verdict = preview.Refuse.Because("consumer.unknown", "consumer group %q is not in the catalog: nothing would take the replay", r.Consumer)
 	case envErr != nil:
 		code := "envelope.unreadable"
 		if class, ok := envelope.ClassOf(envErr); ok {
 			code = "envelope." + string(class)
 		}
-		verdict = preview.Refuse.Because(code, "the message is not a valid event (%v): the same bytes would be refused the same way", envErr)
+		rep.Verdict = preview.Refuse.Because(code, "the message is not a valid event (%v): the same bytes would be refused the same way", envErr)
 	case !hasRule:
-		verdict = preview.Refuse.Because("replay.no_rule", "no stage consumes %s in this build, so nothing can say what a replay would do", r.Consumer)
+		rep.Verdict = preview.Refuse.Because("replay.no_rule", "no stage consumes %s in this build, so nothing can say what a replay would do", r.Consumer)
 	case env.EventType != rl.EventType():
-		verdict = preview.Refuse.Because("event.type_not_handled", "%s handles %s, not %s: the stage would quarantine it again", r.Consumer, rl.EventType(), env.EventType)
+		rep.Verdict = preview.Refuse.Because("event.type_not_handled", "%s handles %s, not %s: the stage would quarantine it again", r.Consumer, rl.EventType(), env.EventType)
 	case r.ErrorCode == "inbox.payload_mismatch":
-		verdict = preview.Refuse.Because("inbox.payload_mismatch", "%s already processed a different payload under event id %s: the producer reused an id, and replaying this one would apply a second, conflicting fact", r.Consumer, r.EventID)
+		rep.Verdict = preview.Refuse.Because("inbox.payload_mismatch", "%s already processed a different payload under event id %s: the producer reused an id, and replaying this one would apply a second, conflicting fact", r.Consumer, r.EventID)
 	case refusedBy != nil:
-		verdict = preview.Refuse.Because("replay.already_replayed", "event %s is already %s for replay to %s (replay %s, ticket %s, operator %s)",
+		rep.Verdict = preview.Refuse.Because("replay.already_replayed", "event %s is already %s for replay to %s (replay %s, ticket %s, operator %s)",
 			r.EventID, refusedBy.Status, r.Consumer, refusedBy.ReplayID, refusedBy.Ticket, refusedBy.Operator)
 	case destErr != nil:
-		verdict = preview.Refuse.Because("topic.unknown", "%v", destErr)
+		rep.Verdict = preview.Refuse.Because("topic.unknown", "%v", destErr)
 	case refused != nil:
-		verdict = *refused
+		rep.Verdict = *refused
 	case errors.Is(taskErr, task.ErrNotFound):
-		verdict = preview.Refuse.Because("task.not_found", "task %s does not exist: the stage would quarantine the event again", tgt.TaskID)
+		rep.Verdict = preview.Refuse.Because("task.not_found", "task %s does not exist: the stage would quarantine the event again", tgt.TaskID)
 	case env.TenantID != t.TenantID.String():
-		verdict = preview.Refuse.Because("security.tenant_mismatch", "the event names tenant %s but task %s belongs to another tenant: never replayed", env.TenantID, t.ID)
+		rep.Verdict = preview.Refuse.Because("security.tenant_mismatch", "the event names tenant %s but task %s belongs to another tenant: never replayed", env.TenantID, t.ID)
 	default:
-		verdict = tgt.Decide(preview.State{Env: env, Task: t, Effects: rep.Effects, Now: now})
+		rep.Verdict = tgt.Decide(preview.State{Env: env, Task: t, Effects: rep.Effects, Now: now})
 	}
-	rep.Verdict = verdict
 	return in, nil
 }
 

@@ -21,23 +21,15 @@ const replayColumns = `replay_id, original_event_id, replay_event_id, consumer_n
 // it recorded.
 func scanReplay(r pgx.CollectableRow) (Replay, error) {
 	var (
-		c             Replay
-		rec           stored
-		report, after []byte
+		c   Replay
+		rec stored
 	)
+	// pgx decodes the jsonb columns: dry_run_report into rec, after_report
+	// into c.After (nil while it is NULL).
 	err := r.Scan(&c.ReplayID, &c.OriginalEventID, &c.ReplayEventID, &c.Consumer, &c.Topic, &c.Status, &c.Ticket, &c.Operator, &c.Reason,
-		&c.CreatedAt, &c.ApprovedAt, &c.ExecutedAt, &report, &after)
+		&c.CreatedAt, &c.ApprovedAt, &c.ExecutedAt, &rec, &c.After)
 	if err != nil {
 		return Replay{}, fmt.Errorf("read replay: %w", err)
-	}
-	if after != nil {
-		c.After = &After{}
-		if err := json.Unmarshal(after, c.After); err != nil {
-			return Replay{}, fmt.Errorf("replay %s: read after_report: %w", c.ReplayID, err)
-		}
-	}
-	if err := json.Unmarshal(report, &rec); err != nil {
-		return Replay{}, fmt.Errorf("replay %s: read dry_run_report: %w", c.ReplayID, err)
 	}
 	c.CreatedAt, c.ApprovedAt, c.ExecutedAt = c.CreatedAt.UTC(), pg.UTC(c.ApprovedAt), pg.UTC(c.ExecutedAt)
 	c.QuarantineID, c.Steps, c.Plan = rec.QuarantineID, rec.Steps, &rec.Plan
@@ -101,19 +93,17 @@ func replaysOf(ctx context.Context, q querier, r quarantine.Message) ([]Replay, 
 
 // priors reads the other replays of the event to the consumer.
 func priors(ctx context.Context, q querier, consumer string, eventID, self uuid.UUID) ([]Prior, error) {
-	found, err := readReplays(ctx, q, `original_event_id = $1 AND consumer_name = $2 AND replay_id <> $3
+	rows, _ := q.Query(ctx, `SELECT replay_id, status, coalesce(replay_event_id::text, '') AS replay_event_id, ticket, operator, created_at
+		FROM message_replays WHERE original_event_id = $1 AND consumer_name = $2 AND replay_id <> $3
 		ORDER BY created_at, replay_id`, eventID, consumer, self)
+	found, err := pgx.CollectRows(rows, pgx.RowToStructByName[Prior]) // a failed query's error too
 	if err != nil {
 		return nil, fmt.Errorf("read earlier replays: %w", err)
 	}
-	out := make([]Prior, len(found))
-	for i, r := range found {
-		out[i] = Prior{ReplayID: r.ReplayID, Status: r.Status, Ticket: r.Ticket, Operator: r.Operator, CreatedAt: r.CreatedAt}
-		if r.ReplayEventID != nil {
-			out[i].ReplayEventID = r.ReplayEventID.String()
-		}
+	for i := range found {
+		found[i].CreatedAt = found[i].CreatedAt.UTC()
 	}
-	return out, nil
+	return found, nil
 }
 
 // record writes in's plan as a new DRY_RUN row under a new replay id,

@@ -17,12 +17,10 @@ const (
 	StatusRejected Status = "REJECTED"
 )
 
-// moves is the replay's table of legal moves. A dry run is approved, or
-// rejected when its verdict is a refusal at approval; an approval is
-// executed, or rejected when its verdict became a refusal. EXECUTED and
-// REJECTED are final. A row is born DRY_RUN, even one that a bulk
-// approval plans and decides in one transaction ([Desk.ApproveBulk]): its
-// decision is a move like any other.
+// moves is the replay's table of legal moves, as the package doc draws
+// it. A row is born DRY_RUN, even one that a bulk approval plans and
+// decides in one transaction ([Desk.ApproveBulk]): its decision is a move
+// like any other.
 var moves = aggregate.Moves[Status]{
 	StatusDryRun:   {StatusApproved, StatusRejected},
 	StatusApproved: {StatusExecuted, StatusRejected},

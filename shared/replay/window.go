@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aivedio/pipeline/shared/outbox"
 	"github.com/aivedio/pipeline/shared/preview"
 	"github.com/aivedio/pipeline/shared/quarantine"
 	"github.com/aivedio/pipeline/shared/retention"
@@ -25,36 +26,47 @@ const (
 	TimeFromQuarantine = "quarantine" // when the message was quarantined
 )
 
+// original is the outbox row of the event r carries, read with package
+// outbox's scanner; nil when r has no readable event id or the row is gone
+// (relayed rows are pruned with their partition).
+func original(ctx context.Context, q querier, r quarantine.Message) (*outbox.Stored, error) {
+	id, err := uuid.Parse(r.EventID)
+	if err != nil {
+		return nil, nil
+	}
+	rows, _ := q.Query(ctx, `SELECT `+outbox.Columns+` FROM outbox_events WHERE event_id = $1`, id)
+	s, err := pgx.CollectOneRow(rows, outbox.ScanStored) // a failed query's error too
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read the original outbox row of %s: %w", id, err)
+	}
+	return &s, nil
+}
+
 // eventTime is when the event of r was made, as far as the database can
 // tell: the earliest of the time its UUIDv7 id carries, the created_at of
-// its original outbox row while that row exists, and the time the message
-// was quarantined (an event is never younger than its quarantine row). The
-// envelope's occurred_at is not used: the producer wrote it, and a replayed
-// or resent event keeps an old one.
+// its original outbox row orig while that row exists, and the time the
+// message was quarantined (an event is never younger than its quarantine
+// row). The envelope's occurred_at is not used: the producer wrote it, and
+// a replayed or resent event keeps an old one.
 //
 // Earliest, because the inbox rows that deduplicate the event are pruned
 // with the partition its id names (retention drops it once that day is
 // past the window and nothing in it was written since): an id whose time
 // is behind the other clues sits in an older partition, which goes first.
-func eventTime(ctx context.Context, q querier, r quarantine.Message) (time.Time, string, error) {
+func eventTime(r quarantine.Message, orig *outbox.Stored) (time.Time, string) {
 	at, from := r.ReceivedAt, TimeFromQuarantine
-	id, err := uuid.Parse(r.EventID)
-	if err != nil {
-		return at, from, nil // no readable id: the quarantine row is all there is
+	if id, err := uuid.Parse(r.EventID); err == nil {
+		if t, ok := retention.TimeOf(id); ok && t.Before(at) {
+			at, from = t, TimeFromEventID
+		}
 	}
-	if t, ok := retention.TimeOf(id); ok && t.Before(at) {
-		at, from = t, TimeFromEventID
+	if orig != nil && orig.CreatedAt.Before(at) {
+		at, from = orig.CreatedAt, TimeFromOutbox
 	}
-	var created time.Time
-	err = q.QueryRow(ctx, `SELECT created_at FROM outbox_events WHERE event_id = $1`, id).Scan(&created)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-	case err != nil:
-		return time.Time{}, "", fmt.Errorf("read the original outbox row of %s: %w", id, err)
-	case created.Before(at):
-		at, from = created.UTC(), TimeFromOutbox
-	}
-	return at, from, nil
+	return at, from
 }
 
 // outsideWindow is the refusal of an event made at at, read from from,
