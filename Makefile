@@ -14,7 +14,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 test: ## start the real services, apply schema and topics, run every test (-race where the RocketMQ client allows), stop the services
-	@local/services/with-services.sh local/services/test.sh
+	@AIVEDIO_WHILE_STARTING=local/services/prebuild.sh local/services/with-services.sh local/services/test.sh
 
 test-fast: ## the edit loop: every test that needs no service (the others skip), no -race, no services started
 	@env -u AIVEDIO_REQUIRE_SERVICES $(foreach v,$(SERVICE_VARS),-u $(v)) go test -count=1 -short ./...
