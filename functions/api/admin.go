@@ -52,7 +52,7 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request, admin tena
 	case strings.ContainsRune(b.Name, 0):
 		return bad("name must not contain NUL characters")
 	case b.Priority < MinTenantPriority || b.Priority > MaxTenantPriority:
-		return bad("priority must be from %d to %d (higher runs first when capacity is short), got %d", MinTenantPriority, MaxTenantPriority, b.Priority)
+		return bad("priority must be from %d to %d, got %d", MinTenantPriority, MaxTenantPriority, b.Priority)
 	case b.Credits < 0 || b.Credits > MaxInitialCredits:
 		return bad("credits must be from 0 to %d, got %d", int64(MaxInitialCredits), b.Credits)
 	}

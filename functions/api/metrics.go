@@ -13,6 +13,8 @@ type metrics struct {
 	streams        prometheus.Gauge
 	streamsClosed  *prometheus.CounterVec
 	listenFailures prometheus.Counter
+	intakeLimited  *prometheus.CounterVec
+	intakeErrors   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -37,8 +39,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "api_event_listener_failures_total",
 			Help: "Times the Redis subscription behind the event streams failed and was renewed.",
 		}),
+		intakeLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "api_intake_rate_limited_total",
+			Help: "New generations, renders and uploads refused 429 rate_limited, by priority class (the lowest priority of the class in API_TENANT_RATE).",
+		}, []string{"class"}),
+		intakeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "api_intake_unchecked_total",
+			Help: "New work let in without an intake check because Redis did not answer.",
+		}),
 	}
-	reg.MustRegister(m.requests, m.streams, m.streamsClosed, m.listenFailures)
+	reg.MustRegister(m.requests, m.streams, m.streamsClosed, m.listenFailures, m.intakeLimited, m.intakeErrors)
 	return m
 }
 
@@ -69,5 +79,17 @@ func (m *metrics) streamClosed(reason string) {
 func (m *metrics) listenFailed() {
 	if m != nil {
 		m.listenFailures.Inc()
+	}
+}
+
+func (m *metrics) intakeRefused(class int) {
+	if m != nil {
+		m.intakeLimited.WithLabelValues(strconv.Itoa(class)).Inc()
+	}
+}
+
+func (m *metrics) intakeUnchecked() {
+	if m != nil {
+		m.intakeErrors.Inc()
 	}
 }

@@ -82,7 +82,7 @@ func (s *Server) validate(b createBody) (createRequest, *apiError) {
 	if b.Priority != nil {
 		priority = *b.Priority
 		if priority < MinPriority || priority > MaxPriority {
-			return bad("priority must be from %d to %d (higher runs first among your tasks), got %d", MinPriority, MaxPriority, priority)
+			return bad("priority must be from %d to %d, got %d", MinPriority, MaxPriority, priority)
 		}
 	}
 	if len(b.InputAssetIDs) > MaxInputAssets {

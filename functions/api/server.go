@@ -83,6 +83,7 @@ type Server struct {
 	heartbeat   time.Duration
 	now         func() time.Time
 	shed        *shedder
+	intake      *intake
 	handler     http.Handler
 }
 
@@ -160,6 +161,7 @@ func New(o Options) *Server {
 		now:         o.NowFunc,
 		shed:        &shedder{pool: o.Pool, after: o.Limits.ShedAfter, belowPriority: o.Limits.ShedBelow, log: o.Logger},
 	}
+	s.intake = newIntake(o.Redis, o.Limits.TenantRate, o.Limits.TenantBurst, s.shed, s.log, s.metrics)
 	for _, c := range o.Callbacks {
 		if _, dup := s.callbacks[c.Name()]; dup {
 			panic(fmt.Sprintf("api.New: two callback parsers for provider %q", c.Name()))
@@ -200,11 +202,11 @@ func (s *Server) Run(ctx context.Context) error {
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/generations", s.tenantRoute(s.createGeneration))
+	mux.Handle("POST /v1/generations", s.tenantRoute(s.limited(s.createGeneration)))
 	mux.Handle("GET /v1/generations/{id}", s.tenantRoute(s.getGeneration))
 	mux.Handle("POST /v1/generations/{id}/cancel", s.tenantRoute(s.cancelGeneration))
 	mux.Handle("GET /v1/events", s.tenantRoute(s.streamEvents))
-	mux.Handle("POST /v1/assets", s.tenantRoute(s.createAsset))
+	mux.Handle("POST /v1/assets", s.tenantRoute(s.limited(s.createAsset)))
 	mux.Handle("GET /v1/assets", s.tenantRoute(s.listAssets))
 	mux.Handle("GET /v1/assets/{id}", s.tenantRoute(s.getAsset))
 	mux.Handle("POST /v1/assets/{id}/complete", s.tenantRoute(s.completeAsset))
@@ -212,7 +214,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /v1/projects/{id}", s.tenantRoute(s.getProject))
 	mux.Handle("POST /v1/projects/{id}/revisions", s.tenantRoute(s.createRevision))
 	mux.Handle("GET /v1/projects/{id}/revisions/{revision}", s.tenantRoute(s.getRevision))
-	mux.Handle("POST /v1/renders", s.tenantRoute(s.createRender))
+	mux.Handle("POST /v1/renders", s.tenantRoute(s.limited(s.createRender)))
 	mux.Handle("GET /v1/renders/{id}", s.tenantRoute(s.getRender))
 	mux.Handle("POST /v1/renders/{id}/cancel", s.tenantRoute(s.cancelRender))
 	mux.Handle("POST /v1/provider-callbacks/{provider}", s.publicRoute(s.providerCallback))

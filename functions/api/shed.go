@@ -87,7 +87,7 @@ func (s *shedder) refuse(p tenant.Principal) *apiError {
 // render is the costliest work a tenant can start, so it is paused first
 // (seed 7.14.2).
 func (s *shedder) refuseRender(p tenant.Principal) *apiError {
-	if s.after <= 0 || time.Duration(s.backlog.Load()) <= s.after/2 || p.Priority >= s.belowPriority {
+	if !s.pressed(p) {
 		return nil
 	}
 	e := errorf(http.StatusServiceUnavailable, CodeOverloaded,
@@ -95,6 +95,13 @@ func (s *shedder) refuseRender(p tenant.Principal) *apiError {
 		int(shedRetryAfter.Seconds()))
 	e.Header = http.Header{"Retry-After": {strconv.Itoa(int(shedRetryAfter.Seconds()))}}
 	return e
+}
+
+// pressed reports whether the backlog is half as old as the shed
+// threshold and p's priority is low: the point from which p's renders
+// pause and its intake slows down, before its creates are refused.
+func (s *shedder) pressed(p tenant.Principal) bool {
+	return s.after > 0 && time.Duration(s.backlog.Load()) > s.after/2 && p.Priority < s.belowPriority
 }
 
 // shedRetryAfter is the Retry-After of a shed create.

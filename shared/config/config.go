@@ -379,11 +379,13 @@ type API struct {
 	UploadTTL      time.Duration `envconfig:"API_UPLOAD_URL_TTL" default:"15m" desc:"lifetime of the presigned upload URLs POST /v1/assets hands out"`
 	MaxUploadBytes int64         `envconfig:"API_MAX_UPLOAD_BYTES" default:"2147483648" desc:"largest file a tenant may upload as an asset (one PUT: at most 5 GiB)"`
 	// A tenant's own limits (adapter tenants quota) take these' place.
-	TenantMaxAssets int64         `envconfig:"API_TENANT_MAX_ASSETS" default:"100000" desc:"most assets (not FAILED) a tenant may keep, uploads, outputs, derivatives and renders alike; past it uploads, generations and renders are refused 409 quota_exceeded"`
-	TenantMaxBytes  int64         `envconfig:"API_TENANT_MAX_STORED_BYTES" default:"1099511627776" desc:"most bytes of assets (not FAILED) a tenant may keep; past it uploads, generations and renders are refused 409 quota_exceeded"`
-	ShedAfter       time.Duration `envconfig:"API_SHED_AFTER" default:"2m" desc:"once the oldest unpublished outbox event is older than this (broker down), creates from low-priority tenants get 503; 0 never sheds"`
-	ShedBelow       int           `envconfig:"API_SHED_BELOW_PRIORITY" default:"5" desc:"tenants with a priority below this are shed first"`
-	Models          []string      `envconfig:"API_MODELS" default:"minimax/video-01,kwaivgi/kling-v2.1,luma/ray-2-720p,wan-video/wan-2.2-t2v-fast" desc:"comma-separated provider models a generation may ask for"`
+	TenantMaxAssets int64           `envconfig:"API_TENANT_MAX_ASSETS" default:"100000" desc:"most assets (not FAILED) a tenant may keep, uploads, outputs, derivatives and renders alike; past it uploads, generations and renders are refused 409 quota_exceeded"`
+	TenantMaxBytes  int64           `envconfig:"API_TENANT_MAX_STORED_BYTES" default:"1099511627776" desc:"most bytes of assets (not FAILED) a tenant may keep; past it uploads, generations and renders are refused 409 quota_exceeded"`
+	ShedAfter       time.Duration   `envconfig:"API_SHED_AFTER" default:"2m" desc:"once the oldest unpublished outbox event is older than this (broker down), creates from low-priority tenants get 503; 0 never sheds"`
+	ShedBelow       int             `envconfig:"API_SHED_BELOW_PRIORITY" default:"5" desc:"tenants with a priority below this are shed first"`
+	TenantRate      map[int]float64 `envconfig:"API_TENANT_RATE" default:"0:10,5:50" desc:"intake limit per priority class, as priority:rate,...: one tenant starts at most rate generations, renders and uploads per second, in the class of the highest priority listed not above its own (the lowest class below every listed one); empty: no limit"`
+	TenantBurst     map[int]int     `envconfig:"API_TENANT_BURST" default:"0:100,5:500" desc:"per priority class of API_TENANT_RATE, how many starts one tenant may make at once before its rate applies"`
+	Models          []string        `envconfig:"API_MODELS" default:"minimax/video-01,kwaivgi/kling-v2.1,luma/ray-2-720p,wan-video/wan-2.2-t2v-fast" desc:"comma-separated provider models a generation may ask for"`
 }
 
 // Validate reports the first unusable setting, naming its variable.
@@ -405,6 +407,9 @@ func (a API) Validate() error {
 	}
 	if a.MaxUploadBytes < 1 || a.MaxUploadBytes > 5<<30 {
 		return errors.New("API_MAX_UPLOAD_BYTES must be from 1 to 5368709120 (5 GiB, the largest single PUT)")
+	}
+	if err := a.validateIntake(); err != nil {
+		return err
 	}
 	if a.TenantMaxAssets < 1 || a.TenantMaxBytes < 1 {
 		return errors.New("API_TENANT_MAX_ASSETS and API_TENANT_MAX_STORED_BYTES must be at least 1 (a single tenant's own limit may be 0: adapter tenants quota)")
@@ -478,6 +483,26 @@ func (j Journey) Validate() error {
 		return fmt.Errorf("PROGRESS_MERGE_INTERVAL must be at least 1s, got %s", j.ProgressInterval)
 	case j.SlotLease < j.MaxWait:
 		return errors.New("SLOT_LEASE must be at least GENERATION_MAX_WAIT, or a slot could expire under a running job")
+	}
+	return nil
+}
+
+// validateIntake checks that API_TENANT_RATE and API_TENANT_BURST name the
+// same priority classes, each with a usable limit.
+func (a API) validateIntake() error {
+	if len(a.TenantRate) != len(a.TenantBurst) {
+		return fmt.Errorf("API_TENANT_RATE and API_TENANT_BURST must list the same priority classes; they list %d and %d", len(a.TenantRate), len(a.TenantBurst))
+	}
+	for class, rate := range a.TenantRate {
+		burst, ok := a.TenantBurst[class]
+		switch {
+		case !ok:
+			return fmt.Errorf("API_TENANT_BURST has no burst for priority class %d of API_TENANT_RATE", class)
+		case rate <= 0 || rate > 1e6:
+			return fmt.Errorf("API_TENANT_RATE of priority class %d must be above 0 and at most 1000000 per second, not %g (to lift the limit, set API_TENANT_RATE and API_TENANT_BURST empty)", class, rate)
+		case burst < 1:
+			return fmt.Errorf("API_TENANT_BURST of priority class %d must be at least 1, not %d", class, burst)
+		}
 	}
 	return nil
 }

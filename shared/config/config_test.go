@@ -81,3 +81,35 @@ func TestREADMEListsEveryVariable(t *testing.T) {
 		}
 	}
 }
+
+// TestIntakeClassesParseAndAreChecked: API_TENANT_RATE and
+// API_TENANT_BURST parse as priority:value lists, and a class with a rate
+// and no burst, or a limit that cannot be met, is named at start.
+func TestIntakeClassesParseAndAreChecked(t *testing.T) {
+	t.Setenv("API_TENANT_RATE", "0:0.5,5:20")
+	t.Setenv("API_TENANT_BURST", "0:4,5:100")
+	var cfg struct{ config.API }
+	require.NoError(t, config.Load(&cfg))
+	require.Equal(t, map[int]float64{0: 0.5, 5: 20}, cfg.TenantRate)
+	require.Equal(t, map[int]int{0: 4, 5: 100}, cfg.TenantBurst)
+
+	valid := cfg.API
+	for _, tt := range []struct {
+		rate  map[int]float64
+		burst map[int]int
+		want  string
+	}{
+		{map[int]float64{0: 1, 5: 2}, map[int]int{0: 1}, "must list the same priority classes"},
+		{map[int]float64{0: 1, 5: 2}, map[int]int{0: 1, 6: 1}, "no burst for priority class 5"},
+		{map[int]float64{0: 0}, map[int]int{0: 1}, "API_TENANT_RATE of priority class 0 must be above 0"},
+		{map[int]float64{0: 1}, map[int]int{0: 0}, "API_TENANT_BURST of priority class 0 must be at least 1"},
+	} {
+		c := valid
+		c.TenantRate, c.TenantBurst = tt.rate, tt.burst
+		require.ErrorContains(t, c.Validate(), tt.want)
+	}
+	t.Setenv("API_TENANT_RATE", "")
+	t.Setenv("API_TENANT_BURST", "")
+	require.NoError(t, config.Load(&cfg))
+	require.Empty(t, cfg.TenantRate, "both empty: no limit")
+}
