@@ -243,17 +243,6 @@ func onRunningSibling(ctx context.Context, tx pgx.Tx, j renders.Job, act aggrega
 	return aggregate.Stale, false, nil
 }
 
-// runningSibling locks the first render of j's content still RENDERING,
-// nil when there is none.
-func runningSibling(ctx context.Context, tx pgx.Tx, j renders.Job) (*renders.Job, error) {
-	var found *renders.Job
-	_, _, err := onRunningSibling(ctx, tx, j, func(_ context.Context, _ pgx.Tx, cur renders.Job) (aggregate.Result, error) {
-		found = &cur
-		return aggregate.Applied, nil
-	})
-	return found, err
-}
-
 func allDone(chunks []renders.Chunk) bool {
 	for _, c := range chunks {
 		if c.Status != renders.ChunkDone {

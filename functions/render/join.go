@@ -178,16 +178,16 @@ func record(ctx context.Context, d stage.Delivery[task.RenderRequested], tx pgx.
 		// the renders that wait on it, and is not charged: the first of
 		// them takes the output and pays for it, so that a reused output
 		// is free only when the render that recorded it was charged.
-		payer, err := runningSibling(ctx, tx, cur)
-		if err != nil {
-			return 0, cleanup{}, err
-		}
-		if payer != nil {
-			if _, err := renders.Apply(ctx, tx, d.Origin, *payer, renders.Change{To: renders.Succeeded, OutputAssetID: &id,
+		_, _, err := onRunningSibling(ctx, tx, cur, func(ctx context.Context, tx pgx.Tx, payer renders.Job) (aggregate.Result, error) {
+			if _, err := renders.Apply(ctx, tx, d.Origin, payer, renders.Change{To: renders.Succeeded, OutputAssetID: &id,
 				Progress: task.Ptr(100)}); err != nil {
-				return 0, cleanup{}, err
+				return 0, err
 			}
 			siblings = slices.DeleteFunc(siblings, func(sib renders.Job) bool { return sib.ID == payer.ID })
+			return aggregate.Applied, nil
+		})
+		if err != nil {
+			return 0, cleanup{}, err
 		}
 	}
 	var wake []outbox.Event
