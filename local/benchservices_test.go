@@ -18,6 +18,31 @@ var servicePIDFiles = map[string][]string{
 	"s3":       {"s3.pid"},
 }
 
+// servicesAtRest is the services' CPU-s per second with no client, as
+// BenchmarkJourney measured it before its runs; 0 when unknown.
+var servicesAtRest float64
+
+// restingServicesCPU measures the CPU the services use over d while
+// nothing drives them, per second of wall time: what a run's services
+// figure holds whatever the run does. 0 when the services are not known.
+func restingServicesCPU(d time.Duration) float64 {
+	from, ok := servicesCPU()
+	if !ok {
+		return 0
+	}
+	start := time.Now()
+	time.Sleep(d)
+	to, ok := servicesCPU()
+	if !ok {
+		return 0
+	}
+	var used time.Duration
+	for name, c := range to {
+		used += c - from[name]
+	}
+	return used.Seconds() / time.Since(start).Seconds()
+}
+
 // userHZ is the unit of /proc/<pid>/stat times: USER_HZ is 100 on every
 // Linux architecture Go builds for.
 const userHZ = 100

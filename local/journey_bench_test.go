@@ -69,6 +69,7 @@ var jobMixes = []jobMix{
 // printed once every run is done: a benchmark's log is cut at 10 lines,
 // and printing while a run goes would split its result line.
 func BenchmarkJourney(b *testing.B) {
+	servicesAtRest = restingServicesCPU(5 * time.Second)
 	var tables []string
 	for _, br := range journeyBrokers {
 		b.Run(br.name, func(b *testing.B) {
@@ -305,6 +306,12 @@ func (f facts) report(b *testing.B, before, after reading) string {
 	if svc != "" {
 		fmt.Fprintf(&out, "    control plane, services      %s\n", svc)
 	}
+	var svcIdle float64
+	if servicesAtRest > 0 && svc != "" {
+		svcIdle = servicesAtRest * after.at.Sub(before.at).Seconds() / gens
+		fmt.Fprintf(&out, "      of which at rest           %.3f s  (the services use %.3f CPU-s/s with no client, measured before the runs: the brokers' timers, PostgreSQL's background work)\n",
+			svcIdle, servicesAtRest)
+	}
 	fmt.Fprintf(&out, "  broker messages per generation %.1f:\n", float64(f.messages)/gens)
 	for _, typ := range byCount(f.messagesByTyp) {
 		fmt.Fprintf(&out, "    %-30s %5.2f\n", typ, float64(f.messagesByTyp[typ])/gens)
@@ -333,6 +340,9 @@ func (f facts) report(b *testing.B, before, after reading) string {
 	b.ReportMetric(mediaCPU.Total().Seconds()/gens, "media-cpu-s/gen")
 	if svc != "" {
 		b.ReportMetric(svcTotal, "svc-cpu-s/gen")
+	}
+	if svcIdle > 0 {
+		b.ReportMetric(svcIdle, "svc-idle-cpu-s/gen")
 	}
 	return out.String()
 }
