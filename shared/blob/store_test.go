@@ -11,6 +11,7 @@ import (
 	mathrand "math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -47,10 +48,36 @@ func setup(t *testing.T, backend backend) *testBundle {
 	store, err := New(ctx, cfg)
 	require.NoError(t, err)
 	require.NoError(t, store.EnsureBucket(ctx))
+	anchorTenants(t, ctx, backend.name, store)
 
 	b := &testBundle{store: store, tenant: "test-" + randomHex(t, 8), backend: backend}
 	t.Cleanup(func() { b.removeAll(t) })
 	return b
+}
+
+// anchored holds, per backend name, the one put of tenantsAnchor.
+var anchored sync.Map
+
+// tenantsAnchor is an object that keeps the bucket's tenants/ directory
+// from ever being empty. versitygw's posix backend removes a key's empty
+// parent directories on delete; a test's cleanup that empties tenants/
+// then races another test's PutObject between its MkdirAll and its link,
+// and that put fails with 409 ExistingObjectIsDirectory (it did in CI on
+// 2026-12-07; versitygw v1.8.0 retries only the link). No test lists
+// above its own tenant's prefix, so the anchor is invisible to them.
+const tenantsAnchor = "tenants/.anchor"
+
+// anchorTenants puts tenantsAnchor once per backend and process: once,
+// because concurrent puts of one key are a second versitygw race.
+func anchorTenants(t *testing.T, ctx context.Context, name string, store *Store) {
+	t.Helper()
+	once, _ := anchored.LoadOrStore(name, sync.OnceValue(func() error {
+		_, err := store.client.PutObject(ctx, &s3.PutObjectInput{
+			Bucket: aws.String(store.bucket), Key: aws.String(tenantsAnchor), Body: strings.NewReader(""),
+		})
+		return err
+	}))
+	require.NoError(t, once.(func() error)(), "put %s", tenantsAnchor)
 }
 
 // testConfig loads the S3 block from the environment the way binaries do,
