@@ -44,7 +44,7 @@ func runTenantCreate(ctx context.Context, args []string) error {
 	fs.SetOutput(io.Discard) // the error returned says what is wrong
 	name := fs.String("name", "", "tenant name (required)")
 	credits := fs.Int64("credits", 0, "starting credits")
-	priority := fs.Int("priority", 0, "tenant priority (0-100): it picks the intake class of API_TENANT_RATE, and tenants below API_SHED_BELOW_PRIORITY are slowed down and shed first when the pipeline falls behind")
+	priority := fs.Int("priority", 0, "tenant priority (0-100): it orders the tenant's work waiting for provider slots (a head start of SCHED_PRIORITY_STEP per point, see docs/scheduling.md), picks the intake class of API_TENANT_RATE, and tenants below API_SHED_BELOW_PRIORITY are slowed down and shed first when the pipeline falls behind")
 	admin := fs.Bool("admin", false, "give the key role admin (operator endpoints) instead of tenant")
 	if err := fs.Parse(args[1:]); err != nil {
 		return fmt.Errorf("%w\n%s", err, tenantsUsage)

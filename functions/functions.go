@@ -32,6 +32,8 @@ import (
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/replay"
 	"github.com/aivedio/pipeline/shared/slots"
+	"github.com/aivedio/pipeline/shared/task"
+	"github.com/aivedio/pipeline/shared/waitlist"
 )
 
 // Deps are the resources the stages share. A stage uses the ones it needs;
@@ -80,11 +82,11 @@ type Constructor func(ctx context.Context, deps Deps) (*stage.Function, error)
 // served by a placeholder.
 var constructors = map[string]Constructor{
 	submit.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
-		return submit.New(submit.Params{Pool: d.Pool, Providers: d.Providers, Slots: d.Slots, Journey: d.Journey,
+		return submit.New(submit.Params{Pool: d.Pool, Providers: d.Providers, Slots: d.Slots, Waitlist: waitlistOf(d), Journey: d.Journey,
 			Timeout: d.ProviderTimeout, CallbackURL: d.CallbackURL, Logger: d.Logger}), nil
 	},
 	poll.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
-		return poll.New(poll.Params{Pool: d.Pool, Providers: d.Providers, Redis: d.Redis, Slots: d.Slots, Journey: d.Journey,
+		return poll.New(poll.Params{Pool: d.Pool, Providers: d.Providers, Redis: d.Redis, Slots: d.Slots, Waitlist: waitlistOf(d), Journey: d.Journey,
 			Timeout: d.ProviderTimeout, Logger: d.Logger}), nil
 	},
 	fetch.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
@@ -112,9 +114,21 @@ var constructors = map[string]Constructor{
 		return notify.New(notify.Params{Redis: d.Redis, Logger: d.Logger}), nil
 	},
 	reconcile.Name: func(_ context.Context, d Deps) (*stage.Function, error) {
-		return reconcile.New(reconcile.Params{Pool: d.Pool, Providers: d.Providers, Slots: d.Slots, Journey: d.Journey,
+		return reconcile.New(reconcile.Params{Pool: d.Pool, Providers: d.Providers, Slots: d.Slots, Waitlist: waitlistOf(d), Journey: d.Journey,
 			ReplayWindow: d.ReplayWindow, Timeout: d.ProviderTimeout, Replays: replay.NewDesk(d.Pool, ReplayRules(), &replay.DeskOpts{ReplayWindow: d.ReplayWindow}), Logger: d.Logger}), nil
 	},
+}
+
+// waitlistOf is the wait list of the generation slots, nil when
+// SCHED_WAITLIST is off or there are no slots.
+func waitlistOf(d Deps) *waitlist.List {
+	if !d.Journey.Waitlist || d.Slots == nil {
+		return nil
+	}
+	j := d.Journey
+	return waitlist.New(d.Pool, d.Slots, func(t task.Task, provider string) slots.AcquireParams {
+		return stage.GenerationSlots(t, provider, j)
+	}, "waitlist", &waitlist.Params{PriorityStep: j.PriorityStep, AgingMax: j.AgingMax})
 }
 
 // New builds the function of the named stage.

@@ -18,6 +18,7 @@ import (
 	reviews "github.com/aivedio/pipeline/shared/review"
 	"github.com/aivedio/pipeline/shared/task"
 	"github.com/aivedio/pipeline/shared/tenant"
+	"github.com/aivedio/pipeline/shared/waitlist"
 )
 
 // generationView is the answer of GET /v1/generations/{id}.
@@ -40,9 +41,12 @@ type generationView struct {
 	Outputs            []output      `json:"outputs"`
 	Error              *errorDetail  `json:"error"`
 	// Review is the task's content review; absent when none was required.
-	Review    *reviewView `json:"review,omitempty"`
-	CreatedAt time.Time   `json:"created_at"`
-	UpdatedAt time.Time   `json:"updated_at"`
+	Review *reviewView `json:"review,omitempty"`
+	// Queue is where a task waiting for a provider slot stands on the wait
+	// list; absent otherwise.
+	Queue     *waitlist.Queue `json:"queue,omitempty"`
+	CreatedAt time.Time       `json:"created_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
 }
 
 // attemptView is one submission to a provider. The provider's idempotency key
@@ -140,6 +144,11 @@ func (s *Server) getGeneration(w http.ResponseWriter, r *http.Request, p tenant.
 			return err
 		}
 		served = t.Served()
+		if t.Status == task.WaitingRetry {
+			if v.Queue, err = waitlist.Position(ctx, tx, t.ID); err != nil {
+				return err
+			}
+		}
 		r, err := reviews.Get(ctx, tx, t.ID)
 		if errors.Is(err, reviews.ErrNotFound) {
 			return nil

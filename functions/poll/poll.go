@@ -40,6 +40,7 @@ import (
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/slots"
 	"github.com/aivedio/pipeline/shared/task"
+	"github.com/aivedio/pipeline/shared/waitlist"
 )
 
 // Name is the stage's name.
@@ -55,9 +56,12 @@ type Params struct {
 	Providers *provider.Set
 	Redis     redis.UniversalClient // live progress; nil: none
 	Slots     *slots.Limiter        // nil: no concurrency limits
-	Journey   config.Journey
-	Timeout   time.Duration // bound of one provider call
-	Logger    *slog.Logger
+	// Waitlist gets the slots a finished job releases, for its best
+	// waiter; nil: they are released to whoever acquires first.
+	Waitlist *waitlist.List
+	Journey  config.Journey
+	Timeout  time.Duration // bound of one provider call
+	Logger   *slog.Logger
 }
 
 type poller struct{ Params }
@@ -155,7 +159,7 @@ func (s *poller) get(ctx context.Context, t task.Task) (provider.Job, error) {
 // releaseSlots frees the task's slots once the delivery's work committed.
 func releaseSlots[T any](s *poller, d stage.Delivery[T]) {
 	d.AfterCommit(func(ctx context.Context) {
-		stage.ReleaseSlots(ctx, s.Slots, stage.GenerationSlots(d.Task, d.Task.Provider, s.Journey), d.Log)
+		stage.ReleaseSlots(ctx, s.Slots, s.Waitlist, stage.GenerationSlots(d.Task, d.Task.Provider, s.Journey), d.Log)
 	})
 }
 

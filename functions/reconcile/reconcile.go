@@ -30,6 +30,7 @@ import (
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/slots"
 	"github.com/aivedio/pipeline/shared/task"
+	"github.com/aivedio/pipeline/shared/waitlist"
 )
 
 // Name is the stage's name.
@@ -48,7 +49,10 @@ type Params struct {
 	Pool      *pgxpool.Pool
 	Providers *provider.Set
 	Slots     *slots.Limiter
-	Journey   config.Journey
+	// Waitlist gets the slots a reconciled job releases, and its lost
+	// wake-ups are repaired by the scan; nil: no wait list.
+	Waitlist *waitlist.List
+	Journey  config.Journey
 	// ReplayWindow is REPLAY_WINDOW: the scan drops outbox and inbox
 	// partitions past it; config.DefaultReplayWindow when zero.
 	ReplayWindow time.Duration
@@ -169,7 +173,7 @@ func (r *reconciler) afterOutage(ctx context.Context, tx pgx.Tx, d stage.Deliver
 // releaseSlots frees the task's slots once the delivery's work committed.
 func (r *reconciler) releaseSlots(d stage.Delivery[task.ReconcileDue]) {
 	d.AfterCommit(func(ctx context.Context) {
-		stage.ReleaseSlots(ctx, r.Slots, stage.GenerationSlots(d.Task, d.Task.Provider, r.Journey), d.Log)
+		stage.ReleaseSlots(ctx, r.Slots, r.Waitlist, stage.GenerationSlots(d.Task, d.Task.Provider, r.Journey), d.Log)
 	})
 }
 

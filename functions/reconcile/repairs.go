@@ -18,6 +18,7 @@ const (
 	RepairTaskResettle     = "task.resettle"
 	RepairDerivativeRetry  = "task.derivative_retry"
 	RepairSlotsRebuild     = "slots.rebuild"
+	RepairWaitlistWake     = "waitlist.wake"
 	RepairUploadExpire     = "upload.expire"
 	RepairUploadRescue     = "upload.rescue"
 	RepairUploadGiveUp     = "upload.give_up"

@@ -23,6 +23,7 @@ type ScanReport struct {
 	Settled            int                 // terminal tasks whose settlement was asked again
 	DerivativesRetried int                 // optional derivatives a finished task lacks, asked for again
 	SlotScopesRebuilt  int                 // concurrency-slot scopes reset from the tasks in flight
+	WaitersWoken       int                 // waiting tasks handed a slot whose wake-up was lost
 	NeedsAttention     int
 	Uploads            UploadReport
 	Renders            RenderReport
@@ -39,6 +40,7 @@ type services struct {
 	resettle    *Resettler
 	derivatives *DerivativeRetrier
 	slots       *SlotRebuilder
+	waitlist    *WaitlistWaker
 	uploads     *UploadSettler
 	renders     *RenderSettler
 	replays     *ReplayOutcomes
@@ -53,6 +55,7 @@ func newServices(p Params) *services {
 		resettle:    NewResettler(p),
 		derivatives: NewDerivativeRetrier(p),
 		slots:       NewSlotRebuilder(p),
+		waitlist:    NewWaitlistWaker(p),
 		uploads:     NewUploadSettler(p),
 		renders:     NewRenderSettler(p),
 		replays:     NewReplayOutcomes(p),
@@ -64,7 +67,8 @@ func newServices(p Params) *services {
 
 // Scan runs every service once, in order, at one clock reading: lost task
 // steps re-emitted ([TaskRescuer]), lost settles asked again, optional
-// derivatives retried, slot scopes rebuilt, uploads and renders settled,
+// derivatives retried, slot scopes rebuilt, lost wake-ups of the slot
+// wait list repaired, uploads and renders settled,
 // replay outcomes recorded, old failure records pruned, the outbox looked
 // at, partitions kept. The first failure ends the scan; the next one
 // starts again from the top, and every repair is idempotent.
@@ -84,6 +88,9 @@ func (r *reconciler) Scan(ctx context.Context) (ScanReport, error) {
 		return rep, err
 	}
 	if rep.SlotScopesRebuilt, err = s.slots.RunOnce(ctx); err != nil {
+		return rep, err
+	}
+	if rep.WaitersWoken, err = s.waitlist.RunOnce(ctx); err != nil {
 		return rep, err
 	}
 	if rep.Uploads, err = s.uploads.pass(ctx, now); err != nil {

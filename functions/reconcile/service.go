@@ -31,6 +31,7 @@ type MaintenanceConfig struct {
 	Resettle    ResettlerConfig
 	Derivatives DerivativeRetrierConfig
 	Slots       SlotRebuilderConfig
+	Waitlist    WaitlistWakerConfig
 	Uploads     UploadSettlerConfig
 	Renders     RenderSettlerConfig
 	Failures    FailurePrunerConfig

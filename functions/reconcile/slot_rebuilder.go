@@ -12,6 +12,7 @@ import (
 
 	"github.com/aivedio/pipeline/functions/stage"
 	"github.com/aivedio/pipeline/shared/task"
+	"github.com/aivedio/pipeline/shared/waitlist"
 )
 
 // SlotRebuilderConfig configures the [SlotRebuilder].
@@ -29,7 +30,8 @@ type SlotRebuilderConfig struct {
 var inFlight = []task.Status{task.Submitting, task.ProviderRunning, task.Reconciling, task.CancelReconciling}
 
 // SlotRebuilder resets every concurrency-slot scope that tasks touched
-// within SLOT_LEASE to exactly the tasks PostgreSQL has in flight: a Redis
+// within SLOT_LEASE to exactly the tasks PostgreSQL has in flight (and
+// those the wait list woke, which hold their slots already): a Redis
 // that lost its data gets them back, and a slot a crashed stage left behind
 // is freed before its lease would end. A submit that took its slot but has
 // not yet committed SUBMITTING loses the entry for a moment, so one job
@@ -85,6 +87,20 @@ func (s *SlotRebuilder) RunOnce(ctx context.Context) (int, error) {
 	})
 	if err != nil {
 		return 0, fmt.Errorf("scan slot holders: %w", err)
+	}
+	// A task the wait list woke holds its slots before its submit moves it
+	// to SUBMITTING.
+	woken, err := waitlist.Woken(ctx, s.p.Pool)
+	if err != nil {
+		return 0, err
+	}
+	for _, h := range woken {
+		t := task.Task{ID: h.TaskID, TenantID: h.TenantID, Model: h.Model}
+		for _, scope := range stage.GenerationSlots(t, h.Provider, s.p.Journey).Scopes {
+			if !slices.Contains(holders[scope.Name], t.ID.String()) {
+				holders[scope.Name] = append(holders[scope.Name], t.ID.String())
+			}
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

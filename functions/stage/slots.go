@@ -1,15 +1,15 @@
 package stage
 
 import (
-	"github.com/aivedio/pipeline/shared/provider"
-
 	"context"
 	"log/slog"
 	"time"
 
 	"github.com/aivedio/pipeline/shared/config"
+	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/slots"
 	"github.com/aivedio/pipeline/shared/task"
+	"github.com/aivedio/pipeline/shared/waitlist"
 )
 
 // GenerationSlots are the concurrency slots one running provider job holds:
@@ -27,22 +27,43 @@ func GenerationSlots(t task.Task, providerName string, j config.Journey) slots.A
 	}
 }
 
-// ReleaseSlots frees a task's slots after its provider job ended. It runs
-// after the commit and outlives the caller's cancellation; a failure only
-// delays the slot until its lease ends, so it is logged, not returned.
-func ReleaseSlots(ctx context.Context, l *slots.Limiter, p slots.AcquireParams, log *slog.Logger) {
+// ReleaseSlots frees a task's slots after its provider job ended and,
+// with a wait list (wl not nil), hands them to the best waiter of their
+// scopes. It runs after the commit and outlives the caller's
+// cancellation; a failure only delays the slot until its lease ends (or
+// the reconciler's wake-up of idle scopes), so it is logged, not returned.
+func ReleaseSlots(ctx context.Context, l *slots.Limiter, wl *waitlist.List, p slots.AcquireParams, log *slog.Logger) {
+	if l == nil {
+		return
+	}
+	names := make([]string, len(p.Scopes))
+	for i, s := range p.Scopes {
+		names[i] = s.Name
+	}
+	lease := slots.Lease{Holder: p.Holder, Scopes: names, TTL: p.TTL}
+	if wl == nil {
+		ReleaseLease(ctx, l, lease, log)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := wl.Release(ctx, lease); err != nil {
+		log.WarnContext(ctx, "release slots to the wait list failed; the reconciler wakes the waiters",
+			slog.String("task_id", p.Holder), slog.String("error", err.Error()))
+	}
+}
+
+// ReleaseLease frees lease, outliving the caller's cancellation; a
+// failure is logged: the lease frees itself when it ends.
+func ReleaseLease(ctx context.Context, l *slots.Limiter, lease slots.Lease, log *slog.Logger) {
 	if l == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	names := make([]string, len(p.Scopes))
-	for i, s := range p.Scopes {
-		names[i] = s.Name
-	}
-	if err := l.Release(ctx, slots.Lease{Holder: p.Holder, Scopes: names, TTL: p.TTL}); err != nil {
+	if err := l.Release(ctx, lease); err != nil {
 		log.WarnContext(ctx, "release slots failed; they free themselves when the lease ends",
-			slog.String("task_id", p.Holder), slog.String("error", err.Error()))
+			slog.String("task_id", lease.Holder), slog.String("error", err.Error()))
 	}
 }
 

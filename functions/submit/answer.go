@@ -18,6 +18,7 @@ import (
 	"github.com/aivedio/pipeline/shared/outcome"
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/task"
+	"github.com/aivedio/pipeline/shared/waitlist"
 )
 
 // This file holds what a submit records of the provider's answer: a job
@@ -151,8 +152,19 @@ func (s *submitter) lost(ctx context.Context, tx pgx.Tx, o task.Origin, t task.T
 
 // wait records a business wait outside any other work: WAITING_RETRY and a
 // delayed resubmit, in the inbox-protected transaction.
-func (s *submitter) wait(ctx context.Context, d stage.Delivery[task.SubmitRequested], reason string, floor time.Duration) error {
+// A wait for a full slot scope joins the wait list too, when there is
+// one: the slot's release wakes the task, and the delayed resubmit is only
+// the fallback, due after SCHED_WAIT_FALLBACK.
+func (s *submitter) wait(ctx context.Context, d stage.Delivery[task.SubmitRequested], reason string, floor time.Duration, slot *waitlist.Wait) error {
 	return s.beforeSubmitting(ctx, d, func(ctx context.Context, tx pgx.Tx, cur task.Task) (aggregate.Result, error) {
+		if s.Waitlist != nil && slot != nil {
+			w := *slot
+			w.Reason, w.Refusals = reason, d.Payload.Refusals
+			if err := s.Waitlist.Join(ctx, tx, cur, w); err != nil {
+				return 0, err
+			}
+			floor = max(floor, s.Journey.WaitFallback)
+		}
 		return s.waitTx(ctx, tx, d.Origin, cur, d.Payload, reason, floor)
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/slots"
 	"github.com/aivedio/pipeline/shared/task"
+	"github.com/aivedio/pipeline/shared/waitlist"
 )
 
 // This file holds which provider a submit goes to: the candidates the
@@ -26,6 +27,9 @@ type pick struct {
 	route *provider.Route
 	floor time.Duration
 	unfit string
+	// wait is the first full slot scope that refused a provider: what the
+	// task waits for on the wait list, when it waits.
+	wait *waitlist.Wait
 }
 
 // route chooses the provider of the submit and takes its slots. kept is
@@ -34,7 +38,7 @@ type pick struct {
 // job. why says why the submit waits, or why kept was left.
 func (s *submitter) route(ctx context.Context, t task.Task, kept *attempt.Attempt) (pick, string, error) {
 	var reasons []string
-	slotWait := false
+	var wait *waitlist.Wait
 	var floor time.Duration
 	try := func(r provider.Route, c provider.Client) (bool, error) {
 		// A half-open circuit's one trial call is claimed here, so that
@@ -52,7 +56,9 @@ func (s *submitter) route(ctx context.Context, t task.Task, kept *attempt.Attemp
 		_, err := s.Slots.Acquire(ctx, stage.GenerationSlots(t, r.Provider, s.Journey))
 		if errors.Is(err, slots.ErrNoSlot) {
 			unclaim()
-			slotWait = true
+			if w, ok := waitlist.WaitOf(err, r.Provider); ok && wait == nil {
+				wait = &w
+			}
 			reasons = append(reasons, r.Provider+": "+err.Error())
 			return false, nil
 		}
@@ -64,7 +70,7 @@ func (s *submitter) route(ctx context.Context, t task.Task, kept *attempt.Attemp
 	}
 	reason := func() string {
 		prefix := "no provider available: "
-		if slotWait {
+		if wait != nil {
 			// Waiting for a free slot is the pipeline pacing itself, not
 			// a refusal (see waitTx).
 			prefix = noSlotReason
@@ -96,7 +102,7 @@ func (s *submitter) route(ctx context.Context, t task.Task, kept *attempt.Attemp
 		if !kept.NoRemoteJob() {
 			// It may have a job at its provider: only that provider may
 			// go on with it, with the same key.
-			return pick{floor: floor}, reason(), nil
+			return pick{floor: floor, wait: wait}, reason(), nil
 		}
 	}
 	cands, unfit := s.Providers.Candidates(t.Model, s.request(t, attempt.Attempt{}))
@@ -128,7 +134,7 @@ func (s *submitter) route(ctx context.Context, t task.Task, kept *attempt.Attemp
 		}
 		return pick{unfit: strings.Join(unfit, "; ")}, "", nil
 	}
-	return pick{floor: floor}, reason(), nil
+	return pick{floor: floor, wait: wait}, reason(), nil
 }
 
 // lastly moves provider's candidates behind the others, in order.

@@ -61,6 +61,7 @@ import (
 	"github.com/aivedio/pipeline/shared/provider"
 	"github.com/aivedio/pipeline/shared/slots"
 	"github.com/aivedio/pipeline/shared/task"
+	"github.com/aivedio/pipeline/shared/waitlist"
 )
 
 // Name is the stage's name.
@@ -74,7 +75,10 @@ type Params struct {
 	Pool      *pgxpool.Pool
 	Providers *provider.Set
 	Slots     *slots.Limiter // nil: no concurrency limits
-	Journey   config.Journey
+	// Waitlist is where a submit waits for a full slot scope, woken when a
+	// slot frees; nil: the backoff timer alone (SCHED_WAITLIST=false).
+	Waitlist *waitlist.List
+	Journey  config.Journey
 	// Timeout bounds one provider call; past it the answer counts as lost.
 	Timeout time.Duration
 	// CallbackURL is the named provider's callback URL; nil or "": poll only.
@@ -191,7 +195,7 @@ func (s *submitter) begin(ctx context.Context, d stage.Delivery[task.SubmitReque
 		case pick.unfit != "":
 			return t, nil, s.unroutable(ctx, d, pick.unfit)
 		case pick.route == nil:
-			return t, nil, s.wait(ctx, d, why, pick.floor)
+			return t, nil, s.wait(ctx, d, why, pick.floor, pick.wait)
 		}
 		// A kept attempt that may have made a job at a provider that does
 		// not dedup a resend goes on with a lookup, not a send.
@@ -199,13 +203,24 @@ func (s *submitter) begin(ctx context.Context, d stage.Delivery[task.SubmitReque
 		// The task is locked first, unchanged since it was read, so that
 		// the attempt read above is still the task's, and two deliveries
 		// never open attempts side by side.
-		var a attempt.Attempt
+		var (
+			a        attempt.Attempt
+			reserved *slots.Lease
+		)
 		err = s.ifUnchanged(ctx, t, task.Submitting, func(ctx context.Context, tx pgx.Tx, cur task.Task) (err error) {
-			a, err = s.open(ctx, tx, d, cur, kept, pick.route, why, lookUp)
+			if a, err = s.open(ctx, tx, d, cur, kept, pick.route, why, lookUp); err != nil || cur.Status != task.WaitingRetry {
+				return err
+			}
+			reserved, err = waitlist.Leave(ctx, tx, cur.ID, pick.route.Provider)
 			return err
 		})
 		if err != nil {
 			s.releaseIfElsewhere(ctx, d, pick.route.Provider)
+		}
+		if err == nil && reserved != nil {
+			// The wake-up held this task a slot at a provider it did not
+			// go to.
+			stage.ReleaseLease(ctx, s.Slots, *reserved, d.Log)
 		}
 		if errors.Is(err, task.ErrStale) || errors.Is(err, attempt.ErrNotFound) {
 			// The task, or the attempt it kept, moved under us.
@@ -353,7 +368,7 @@ func (s *submitter) resendSafe(name string) bool {
 // committed elsewhere already).
 func (s *submitter) releaseSlots(d stage.Delivery[task.SubmitRequested], providerName string, now bool) {
 	release := func(ctx context.Context) {
-		stage.ReleaseSlots(ctx, s.Slots, stage.GenerationSlots(d.Task, providerName, s.Journey), d.Log)
+		stage.ReleaseSlots(ctx, s.Slots, s.Waitlist, stage.GenerationSlots(d.Task, providerName, s.Journey), d.Log)
 	}
 	if now {
 		release(context.Background())

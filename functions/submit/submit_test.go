@@ -107,6 +107,16 @@ func (b *testBundle) deliverScheduled(t *testing.T) error {
 	return err
 }
 
+// testLimiter is a slot limiter on the test Redis, under keys of its own.
+func testLimiter(t *testing.T) *slots.Limiter {
+	t.Helper()
+	opts, err := redis.ParseURL(servicetest.Env(t, "Redis", "REDIS_URL"))
+	require.NoError(t, err)
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return slots.New(rdb, &slots.Opts{KeyPrefix: "test:" + uuid.NewString() + ":"})
+}
+
 func (b *testBundle) reload(t *testing.T) task.Task {
 	t.Helper()
 	got, err := task.Get(t.Context(), b.pool, b.task.ID)
@@ -303,17 +313,13 @@ func TestOpenCircuitWaitsInsteadOfHammering(t *testing.T) {
 func TestWaitingForASlotNeverFailsTheTask(t *testing.T) {
 	t.Parallel()
 	b := setup(t, accepted)
-	opts, err := redis.ParseURL(servicetest.Env(t, "Redis", "REDIS_URL"))
-	require.NoError(t, err)
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { _ = rdb.Close() })
-	limiter := slots.New(rdb, &slots.Opts{KeyPrefix: "test:" + uuid.NewString() + ":"})
+	limiter := testLimiter(t)
 	b.fn = submit.New(submit.Params{Pool: b.pool, Providers: provider.Single(b.fake), Slots: limiter, Journey: journey, Timeout: time.Second})
 
 	// Another task of the tenant holds the tenant's only slot.
 	other := stage.GenerationSlots(b.task, "fake", journey)
 	other.Holder = uuid.NewString()
-	_, err = limiter.Acquire(t.Context(), other)
+	_, err := limiter.Acquire(t.Context(), other)
 	require.NoError(t, err)
 
 	require.NoError(t, b.deliver(t, uuid.NewString()))

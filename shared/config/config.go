@@ -422,7 +422,7 @@ type Journey struct {
 	PollFirst       time.Duration `envconfig:"POLL_FIRST_DELAY" default:"5s" desc:"wait before the first poll of a provider job the submit's answer shows unfinished (a finished one is polled at once)"`
 	PollMax         time.Duration `envconfig:"POLL_MAX_INTERVAL" default:"60s" desc:"longest wait between two polls; intervals grow up to it"`
 	MaxWait         time.Duration `envconfig:"GENERATION_MAX_WAIT" default:"30m" desc:"a provider job running longer fails the task"`
-	RetryBase       time.Duration `envconfig:"SUBMIT_RETRY_BASE" default:"2s" desc:"first backoff after a provider 429/503 or a missing slot"`
+	RetryBase       time.Duration `envconfig:"SUBMIT_RETRY_BASE" default:"2s" desc:"first backoff after a provider 429/503, or a missing slot when SCHED_WAITLIST is false"`
 	RetryMax        time.Duration `envconfig:"SUBMIT_RETRY_MAX" default:"5m" desc:"backoff cap between submit retries"`
 	MaxRetries      int           `envconfig:"SUBMIT_MAX_RETRIES" default:"30" desc:"submit retries before the task fails"`
 	ReconcileAfter  time.Duration `envconfig:"RECONCILE_DELAY" default:"20s" desc:"wait before looking for the remote job of a submit whose answer was lost"`
@@ -434,14 +434,19 @@ type Journey struct {
 	SlotsPerModel          int           `envconfig:"SLOTS_PER_MODEL" default:"32" desc:"provider jobs of one model at once"`
 	SlotsPerProv           int           `envconfig:"SLOTS_PER_PROVIDER" default:"64" desc:"provider jobs at one provider at once"`
 	SlotLease              time.Duration `envconfig:"SLOT_LEASE" default:"45m" desc:"a slot not released by then is free again (a crashed stage cannot leak it)"`
-	FetchRetryBase         time.Duration `envconfig:"FETCH_RETRY_BASE" default:"2s" desc:"first wait before fetching again an output the provider has not made ready (or answered 429/503 for)"`
-	FetchRetryMax          time.Duration `envconfig:"FETCH_RETRY_MAX" default:"1m" desc:"longest wait between two fetches of an output that is not ready; waits grow up to it"`
-	FetchMaxWait           time.Duration `envconfig:"FETCH_MAX_WAIT" default:"15m" desc:"an output still not ready this long after the first try fails the task"`
-	ScanGrace              time.Duration `envconfig:"RECONCILE_SCAN_GRACE" default:"2m" desc:"how far past its due time a task must be before the scanner re-emits its event"`
-	StuckAfter             time.Duration `envconfig:"RECONCILE_STUCK_AFTER" default:"15m" desc:"a task fetching or processing media this long without change gets its step re-emitted"`
-	GiveUpAfter            time.Duration `envconfig:"RECONCILE_GIVE_UP_AFTER" default:"30m" desc:"a render whose re-asked steps the render stage took without it progressing is FAILED render.stuck only once it has not progressed for this long"`
-	OutboxStale            time.Duration `envconfig:"OUTBOX_STALE_AFTER" default:"5m" desc:"an unpublished outbox row this old is reported (metric and log) for alerting"`
-	UploadExpiry           time.Duration `envconfig:"UPLOAD_EXPIRY" default:"24h" desc:"an announced upload not completed this long after is FAILED (upload.expired)"`
+	// The wait list of the slots (package waitlist).
+	Waitlist       bool          `envconfig:"SCHED_WAITLIST" default:"true" desc:"a submit that finds its slots full waits on the wait list and is woken, in priority order, when a slot frees; false: it retries on a backoff timer alone"`
+	PriorityStep   time.Duration `envconfig:"SCHED_PRIORITY_STEP" default:"15s" desc:"the head start on the wait list one point of tenant priority gives: a task that waited this long times the difference passes newer work of a higher priority"`
+	AgingMax       time.Duration `envconfig:"SCHED_AGING_MAX" default:"30m" desc:"the largest head start any priority gives, so no task waits longer than this behind newer work for priority alone"`
+	WaitFallback   time.Duration `envconfig:"SCHED_WAIT_FALLBACK" default:"2m" desc:"a task on the wait list also retries after this long, in case its wake-up is lost"`
+	FetchRetryBase time.Duration `envconfig:"FETCH_RETRY_BASE" default:"2s" desc:"first wait before fetching again an output the provider has not made ready (or answered 429/503 for)"`
+	FetchRetryMax  time.Duration `envconfig:"FETCH_RETRY_MAX" default:"1m" desc:"longest wait between two fetches of an output that is not ready; waits grow up to it"`
+	FetchMaxWait   time.Duration `envconfig:"FETCH_MAX_WAIT" default:"15m" desc:"an output still not ready this long after the first try fails the task"`
+	ScanGrace      time.Duration `envconfig:"RECONCILE_SCAN_GRACE" default:"2m" desc:"how far past its due time a task must be before the scanner re-emits its event"`
+	StuckAfter     time.Duration `envconfig:"RECONCILE_STUCK_AFTER" default:"15m" desc:"a task fetching or processing media this long without change gets its step re-emitted"`
+	GiveUpAfter    time.Duration `envconfig:"RECONCILE_GIVE_UP_AFTER" default:"30m" desc:"a render whose re-asked steps the render stage took without it progressing is FAILED render.stuck only once it has not progressed for this long"`
+	OutboxStale    time.Duration `envconfig:"OUTBOX_STALE_AFTER" default:"5m" desc:"an unpublished outbox row this old is reported (metric and log) for alerting"`
+	UploadExpiry   time.Duration `envconfig:"UPLOAD_EXPIRY" default:"24h" desc:"an announced upload not completed this long after is FAILED (upload.expired)"`
 	// Live progress goes to Redis on every poll and into PostgreSQL only
 	// by these (seed 7.8.2; package progress).
 	ProgressStep     int           `envconfig:"PROGRESS_MERGE_STEP" default:"10" desc:"a running job's progress is written to PostgreSQL when it moved at least this many points (1..100) since the stored value"`
@@ -481,6 +486,8 @@ func (j Journey) Validate() error {
 		return fmt.Errorf("PROGRESS_MERGE_STEP must be from 1 to 100, got %d", j.ProgressStep)
 	case j.ProgressInterval < time.Second:
 		return fmt.Errorf("PROGRESS_MERGE_INTERVAL must be at least 1s, got %s", j.ProgressInterval)
+	case j.PriorityStep < 0 || j.AgingMax < 0 || j.WaitFallback <= 0:
+		return errors.New("SCHED_PRIORITY_STEP and SCHED_AGING_MAX must not be negative, and SCHED_WAIT_FALLBACK must be positive")
 	case j.SlotLease < j.MaxWait:
 		return errors.New("SLOT_LEASE must be at least GENERATION_MAX_WAIT, or a slot could expire under a running job")
 	}

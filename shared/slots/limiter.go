@@ -3,6 +3,7 @@ package slots
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -40,35 +41,70 @@ func New(client redis.UniversalClient, opts *Opts) *Limiter {
 }
 
 // Acquire takes one slot for p.Holder in every scope of p.Scopes, atomically:
-// either all of them or, when any scope is full, none, and the error matches
-// [ErrNoSlot] and names the full scope. Expired leases are dropped first, so a
-// crashed holder's slot is available again once its TTL has passed.
+// either all of them or, when any scope is full, none, and the error is a
+// [*FullError] matching [ErrNoSlot] that names the full scope. Expired
+// leases are dropped first, so a crashed holder's slot is available again
+// once its TTL has passed.
 //
 // Acquiring again with a holder that already holds a scope renews its lease
 // there instead of taking a second slot.
 func (l *Limiter) Acquire(ctx context.Context, p AcquireParams) (Lease, error) {
+	return l.acquire(ctx, Lease{}, p)
+}
+
+// Handoff releases freed and acquires p in one atomic step: the slot freed
+// goes to p.Holder, never to a holder that acquires in between. When a
+// scope of p is full even so, freed is released all the same and the error
+// is Acquire's. A wait list hands a released slot to its best waiter with
+// it.
+func (l *Limiter) Handoff(ctx context.Context, freed Lease, p AcquireParams) (Lease, error) {
+	if err := freed.validate(); err != nil {
+		return Lease{}, err
+	}
+	return l.acquire(ctx, freed, p)
+}
+
+// acquire is Acquire after releasing freed, when it has a holder.
+func (l *Limiter) acquire(ctx context.Context, freed Lease, p AcquireParams) (Lease, error) {
 	if err := p.validate(); err != nil {
 		return Lease{}, err
 	}
-	keys := make([]string, len(p.Scopes))
+	keys := make([]string, 0, len(p.Scopes)+len(freed.Scopes))
 	names := make([]string, len(p.Scopes))
-	args := make([]any, 0, 2+len(p.Scopes))
-	args = append(args, p.Holder, p.TTL.Milliseconds())
+	args := make([]any, 0, 3+len(p.Scopes))
+	args = append(args, p.Holder, p.TTL.Milliseconds(), freed.Holder)
 	for i, s := range p.Scopes {
-		keys[i] = l.key(s.Name)
+		keys = append(keys, l.key(s.Name))
 		names[i] = s.Name
 		args = append(args, s.Limit)
+	}
+	for _, name := range freed.Scopes {
+		if !slices.Contains(names, name) {
+			keys = append(keys, l.key(name))
+		}
 	}
 	ok, scope, err := runLeaseScript(ctx, l.client, acquireScript, keys, args)
 	if err != nil {
 		return Lease{}, fmt.Errorf("acquire slots for %q: %w", p.Holder, err)
 	}
 	if !ok {
-		s := p.Scopes[scope]
-		return Lease{}, fmt.Errorf("scope %q is at its limit of %d: %w", s.Name, s.Limit, ErrNoSlot)
+		return Lease{}, &FullError{Scope: p.Scopes[scope].Name, Limit: p.Scopes[scope].Limit}
 	}
 	return Lease{Holder: p.Holder, Scopes: names, TTL: p.TTL}, nil
 }
+
+// FullError is the refusal of a full scope: it matches [ErrNoSlot].
+type FullError struct {
+	Scope string
+	Limit int
+}
+
+func (e *FullError) Error() string {
+	return fmt.Sprintf("scope %q is at its limit of %d: %v", e.Scope, e.Limit, ErrNoSlot)
+}
+
+// Is makes a FullError match [ErrNoSlot].
+func (e *FullError) Is(target error) bool { return target == ErrNoSlot }
 
 // Renew extends lease by lease.TTL in every scope it holds. When the lease has
 // expired in any scope (so its slot may have been taken) or a rebuild removed
