@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -157,16 +158,40 @@ func (s *submitter) lost(ctx context.Context, tx pgx.Tx, o task.Origin, t task.T
 // the fallback, due after SCHED_WAIT_FALLBACK.
 func (s *submitter) wait(ctx context.Context, d stage.Delivery[task.SubmitRequested], reason string, floor time.Duration, slot *waitlist.Wait) error {
 	return s.beforeSubmitting(ctx, d, func(ctx context.Context, tx pgx.Tx, cur task.Task) (aggregate.Result, error) {
-		if s.Waitlist != nil && slot != nil {
+		switch {
+		case s.Waitlist != nil && slot != nil:
 			w := *slot
 			w.Reason, w.Refusals = reason, d.Payload.Refusals
 			if err := s.Waitlist.Join(ctx, tx, cur, w); err != nil {
 				return 0, err
 			}
 			floor = max(floor, s.Journey.WaitFallback)
+			// A slot released between the refusal and this commit found no
+			// waiter to hand it to: look once more, now that this one
+			// waits.
+			d.AfterCommit(func(ctx context.Context) { s.wakeIdle(ctx, d, w.Scope) })
+		case s.Waitlist != nil:
+			// Woken, and now waiting for something else: the slots the
+			// wake-up took go to the next waiter.
+			held, err := waitlist.Drop(ctx, tx, cur.ID)
+			if err != nil {
+				return 0, err
+			}
+			if held != "" {
+				s.releaseSlots(d, held, false)
+			}
 		}
 		return s.waitTx(ctx, tx, d.Origin, cur, d.Payload, reason, floor)
 	})
+}
+
+// wakeIdle hands room in scope to its best waiter, after a wait committed.
+func (s *submitter) wakeIdle(ctx context.Context, d stage.Delivery[task.SubmitRequested], scope string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := s.Waitlist.WakeIdle(ctx, scope, nil); err != nil {
+		d.Log.WarnContext(ctx, "wake-up after joining the wait list failed; the reconciler repairs it", slog.String("error", err.Error()))
+	}
 }
 
 func (s *submitter) waitTx(ctx context.Context, tx pgx.Tx, o task.Origin, t task.Task, req task.SubmitRequested, reason string, floor time.Duration) (aggregate.Result, error) {

@@ -376,3 +376,15 @@ func listen(ctx context.Context, p Params) (*streamLog, error) {
 
 // ErrInvariant marks a broken invariant.
 var ErrInvariant = errors.New("invariant broken")
+
+// Create asks for one generation of model under a new idempotency key,
+// as p.Key's tenant, and returns its task id: for drivers that pace their
+// own requests (the scheduling benchmark).
+func Create(ctx context.Context, p Params, model, prompt string, seconds int) (uuid.UUID, error) {
+	if p.Client == nil {
+		p.Client = http.DefaultClient
+	}
+	return create(ctx, p, uuid.NewString(), map[string]any{
+		"model": model, "prompt": PromptMarker + " " + prompt, "duration_seconds": seconds, "resolution": "1280x720",
+	})
+}

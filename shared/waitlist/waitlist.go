@@ -182,6 +182,28 @@ func Leave(ctx context.Context, tx pgx.Tx, id uuid.UUID, provider string) (*slot
 	return &slots.Lease{Holder: id.String(), Scopes: []string{"provider:" + reserved}, TTL: time.Minute}, nil
 }
 
+// Drop takes the task off the wait list in tx, the transaction that
+// records a wait for something else (an open circuit, a provider's 429).
+// When a wake-up had handed it slots, it returns the provider they were
+// taken at: the caller releases them after the commit, for the next
+// waiter, since the task does not use them now.
+func Drop(ctx context.Context, tx pgx.Tx, id uuid.UUID) (provider string, err error) {
+	var woken bool
+	err = tx.QueryRow(ctx, `DELETE FROM slot_waits WHERE task_id = $1 RETURNING provider, woken_at IS NOT NULL`, id).Scan(&provider, &woken)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("leave the wait list: %w", err)
+	case !woken:
+		return "", nil
+	}
+	return provider, nil
+}
+
+// errNoRoom ends a handoff: the scope waited for has no room.
+var errNoRoom = errors.New("no room in the scope")
+
 // waiter is one row of slot_waits as a handoff reads it.
 type waiter struct {
 	TaskID   uuid.UUID
@@ -233,6 +255,9 @@ func (l *List) handoff(ctx context.Context, scopes []string, freed *slots.Lease,
 		}
 		for _, w := range found {
 			ok, err := l.wake(ctx, tx, w, freed, &released, &granted)
+			if errors.Is(err, errNoRoom) {
+				return nil // the scope itself is full: nobody after this one fits either
+			}
 			if err != nil {
 				return err
 			}
@@ -272,8 +297,12 @@ func (l *List) wake(ctx context.Context, tx pgx.Tx, w waiter, freed *slots.Lease
 			} else {
 				lease, err = l.slots.Acquire(ctx, p)
 			}
+			var full *slots.FullError
+			if errors.As(err, &full) && w.Scope == full.Scope {
+				return 0, errNoRoom
+			}
 			if errors.Is(err, slots.ErrNoSlot) {
-				return aggregate.Stale, nil
+				return aggregate.Stale, nil // its own other scope is full: the next may fit
 			}
 			if err != nil {
 				return 0, err

@@ -341,3 +341,25 @@ func TestLeaveReturnsTheSlotHeldElsewhere(t *testing.T) {
 		return err
 	}))
 }
+
+// A woken task that goes on to wait for something else leaves the list,
+// and says where the slots handed to it are, for its caller to pass on.
+func TestDropReturnsTheSlotsAWakeUpHanded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, 10)
+	ten := b.tenant(t, 1)
+	running := b.hold(t, "job")
+	w := b.waiting(t, ten)
+	still := b.waiting(t, ten)
+	require.Equal(t, w.ID, b.release(t, running))
+	for _, c := range []struct {
+		id   uuid.UUID
+		want string
+	}{{w.ID, provider}, {still.ID, ""}, {w.ID, ""}} {
+		require.NoError(t, pgx.BeginFunc(t.Context(), b.pool, func(tx pgx.Tx) error {
+			got, err := waitlist.Drop(t.Context(), tx, c.id)
+			require.Equal(t, c.want, got)
+			return err
+		}))
+	}
+}
