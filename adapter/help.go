@@ -53,6 +53,8 @@ func usageOf(words []string) (string, bool) {
 		return capacityUsage, true
 	case "tasks":
 		return tasksUsage, true
+	case "pause", "resume":
+		return pauseUsage, true
 	case "topics":
 		if len(words) > 1 && words[1] == "grant" {
 			return grantUsage, true

@@ -51,6 +51,10 @@ const usage = `usage: adapter <command>
                                    the same for every open message of a consumer group
   capacity rate|consumers|drain|storage [flags] [--json]
                                    the seed's capacity arithmetic: message rate, consumers, drain time, broker storage
+  pause provider|model|tenant NAME --ticket T --operator O --reason R
+                                   hold new work there on the wait list, audited; pause list [--all] shows the pauses
+  resume provider|model|tenant NAME --ticket T --operator O --reason R
+                                   let it go, in its order (DATABASE_URL)
   tasks resolve <task> (--job ID | --no-job) --ticket T --operator O [--reason R]
                                    a person's decision on a task in NEEDS_ATTENTION reconcile.submit_unknown (audited)`
 
@@ -89,6 +93,10 @@ func run(ctx context.Context, args []string) error {
 		return runCapacity(args[1:], os.Stdout)
 	case "tasks":
 		return runTasks(ctx, args[1:])
+	case "pause":
+		return runPause(ctx, args[1:], false)
+	case "resume":
+		return runPause(ctx, args[1:], true)
 	case "dlq":
 		if len(args) < 2 || args[1] != "drain" {
 			return errors.New("usage: adapter dlq drain --group G")

@@ -23,7 +23,7 @@ var allTables = []string{
 	"outbox_events", "inbox_dedup", "message_quarantine", "message_replays",
 	"tenants", "api_keys", "generation_tasks", "task_attempts", "task_events", "assets", "render_jobs",
 	"credit_accounts", "credit_reservations", "credit_ledger", "derivative_failures", "delivery_failures", "projects", "project_revisions", "render_chunks",
-	"task_reviews", "task_resolutions", "reconcile_repairs", "slot_waits", "slot_wait_scopes", "slot_wait_tags",
+	"task_reviews", "task_resolutions", "reconcile_repairs", "slot_waits", "slot_wait_scopes", "slot_wait_tags", "scheduling_pauses",
 }
 
 // taskStates are the firm generation task states of docs/design.md §5.

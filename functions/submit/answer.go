@@ -201,7 +201,7 @@ func (s *submitter) waitTx(ctx context.Context, tx pgx.Tx, o task.Origin, t task
 	// (seed 7.12.1); a resubmit that is no wait (the API's, a
 	// reconciler's) starts them again.
 	retries, refusals := req.RetryAttempt, req.Refusals
-	refusal := !strings.HasPrefix(reason, noSlotReason)
+	refusal := !strings.HasPrefix(reason, noSlotReason) && !strings.HasPrefix(reason, pausedReason)
 	if refusal && refusals >= s.Journey.MaxRetries {
 		return aggregate.Applied, task.Fail(ctx, tx, o, t, "submit.retries_exhausted",
 			fmt.Sprintf("gave up after the provider refused %d submits; last reason: %s", refusals, reason))

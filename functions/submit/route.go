@@ -1,6 +1,7 @@
 package submit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,9 +39,20 @@ type pick struct {
 // job. why says why the submit waits, or why kept was left.
 func (s *submitter) route(ctx context.Context, t task.Task, kept *attempt.Attempt) (pick, string, error) {
 	var reasons []string
-	var wait *waitlist.Wait
+	var wait, pausedWait *waitlist.Wait
 	var floor time.Duration
 	try := func(r provider.Route, c provider.Client) (bool, error) {
+		held, err := s.pausedScope(ctx, t, r.Provider)
+		if err != nil {
+			return false, err
+		}
+		if held != "" {
+			reasons = append(reasons, r.Provider+": "+held+" is paused")
+			if pausedWait == nil {
+				pausedWait = &waitlist.Wait{Scope: waitlist.PausedScope(held), Provider: r.Provider}
+			}
+			return false, nil
+		}
 		// A half-open circuit's one trial call is claimed here, so that
 		// the submits routed meanwhile go elsewhere instead of being
 		// refused there.
@@ -53,7 +65,7 @@ func (s *submitter) route(ctx context.Context, t task.Task, kept *attempt.Attemp
 		if s.Slots == nil {
 			return true, nil
 		}
-		_, err := s.Slots.Acquire(ctx, stage.GenerationSlots(t, r.Provider, s.Journey))
+		_, err = s.Slots.Acquire(ctx, stage.GenerationSlots(t, r.Provider, s.Journey))
 		if errors.Is(err, slots.ErrNoSlot) {
 			unclaim()
 			if w, ok := waitlist.WaitOf(err, r.Provider); ok && wait == nil {
@@ -70,10 +82,13 @@ func (s *submitter) route(ctx context.Context, t task.Task, kept *attempt.Attemp
 	}
 	reason := func() string {
 		prefix := "no provider available: "
-		if wait != nil {
+		switch {
+		case wait != nil:
 			// Waiting for a free slot is the pipeline pacing itself, not
-			// a refusal (see waitTx).
+			// a refusal (see waitTx); so is waiting out a pause.
 			prefix = noSlotReason
+		case pausedWait != nil:
+			prefix = pausedReason
 		}
 		return prefix + strings.Join(reasons, "; ")
 	}
@@ -102,7 +117,7 @@ func (s *submitter) route(ctx context.Context, t task.Task, kept *attempt.Attemp
 		if !kept.NoRemoteJob() {
 			// It may have a job at its provider: only that provider may
 			// go on with it, with the same key.
-			return pick{floor: floor, wait: wait}, reason(), nil
+			return pick{floor: floor, wait: cmp.Or(wait, pausedWait)}, reason(), nil
 		}
 	}
 	cands, unfit := s.Providers.Candidates(t.Model, s.request(t, attempt.Attempt{}))
@@ -134,7 +149,23 @@ func (s *submitter) route(ctx context.Context, t task.Task, kept *attempt.Attemp
 		}
 		return pick{unfit: strings.Join(unfit, "; ")}, "", nil
 	}
-	return pick{floor: floor, wait: wait}, reason(), nil
+	return pick{floor: floor, wait: cmp.Or(wait, pausedWait)}, reason(), nil
+}
+
+// pausedScope is the scope of t's work at provider that an operator
+// paused (its tenant, its model or the provider), "" when none is or
+// there is no wait list to hold paused work on.
+func (s *submitter) pausedScope(ctx context.Context, t task.Task, provider string) (string, error) {
+	if s.Waitlist == nil {
+		return "", nil
+	}
+	for _, scope := range []string{"tenant:" + t.TenantID.String(), "model:" + t.Model, "provider:" + provider} {
+		paused, err := s.Waitlist.Paused(ctx, scope)
+		if err != nil || paused {
+			return scope, err
+		}
+	}
+	return "", nil
 }
 
 // lastly moves provider's candidates behind the others, in order.

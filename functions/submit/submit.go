@@ -67,8 +67,12 @@ import (
 // Name is the stage's name.
 const Name = "submit"
 
-// noSlotReason starts the timeline reason of a wait for a concurrency slot.
-const noSlotReason = "no free slot: "
+// noSlotReason starts the timeline reason of a wait for a concurrency
+// slot, and pausedReason that of a wait out of a pause.
+const (
+	noSlotReason = "no free slot: "
+	pausedReason = "paused: "
+)
 
 // Params are what the stage needs.
 type Params struct {

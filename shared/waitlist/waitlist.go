@@ -96,6 +96,7 @@ type List struct {
 	scopes Scopes
 	origin task.Origin
 	p      Params
+	paused *pauseCache
 }
 
 // New returns the list over db and limiter; the wake-ups it writes carry
@@ -109,7 +110,7 @@ func New(db pg.DB, limiter *slots.Limiter, scopes Scopes, producer string, p *Pa
 	q.AgingMax = cmp.Or(q.AgingMax, DefaultAgingMax)
 	q.GrantInterval = cmp.Or(q.GrantInterval, DefaultGrantInterval)
 	q.Candidates = cmp.Or(q.Candidates, DefaultCandidates)
-	return &List{db: db, slots: limiter, scopes: scopes, origin: task.Origin{Producer: producer}, p: q}
+	return &List{db: db, slots: limiter, scopes: scopes, origin: task.Origin{Producer: producer}, p: q, paused: &pauseCache{db: db}}
 }
 
 // Wait is what a task waits for: the full scope that refused it, and the
@@ -230,6 +231,9 @@ func (l *List) Release(ctx context.Context, lease slots.Lease) (uuid.UUID, error
 // writes the repair's record in the wake-up's transaction. It returns the
 // task woken, uuid.Nil when the scope had no room or no waiter.
 func (l *List) WakeIdle(ctx context.Context, scope string, audit func(ctx context.Context, tx pgx.Tx, woken uuid.UUID) error) (uuid.UUID, error) {
+	if strings.HasPrefix(scope, pausedPrefix) {
+		return uuid.Nil, nil // held by a pause: only Resume moves it
+	}
 	woken, _, err := l.handoff(ctx, []string{scope}, nil, audit)
 	return woken, err
 }
@@ -417,18 +421,23 @@ func Position(ctx context.Context, q pg.Querier, id uuid.UUID) (*Queue, error) {
 	}
 	qu.AtLeast = qu.AheadOfYou >= aheadCap
 	qu.Position = qu.AheadOfYou + 1
-	qu.Reason = ReasonProviderSlots
-	if strings.HasPrefix(qu.Scope, "tenant:") {
+	switch {
+	case strings.HasPrefix(qu.Scope, pausedPrefix):
+		qu.Reason = ReasonPaused
+	case strings.HasPrefix(qu.Scope, "tenant:"):
 		qu.Reason = ReasonTenantLimit
+	default:
+		qu.Reason = ReasonProviderSlots
 	}
 	qu.ETASeconds = float64(qu.Position) * interval / 1000
 	return &qu, nil
 }
 
-// Waiting lists the scopes with waiters not woken, at most limit,
-// for the repair of lost wake-ups.
+// Waiting lists the scopes with waiters not woken, at most limit, for
+// the repair of lost wake-ups; the work a pause holds is not among them.
 func Waiting(ctx context.Context, q pg.Querier, limit int) ([]string, error) {
-	rows, _ := q.Query(ctx, `SELECT DISTINCT scope FROM slot_waits WHERE woken_at IS NULL ORDER BY scope LIMIT $1`, limit)
+	rows, _ := q.Query(ctx, `SELECT DISTINCT scope FROM slot_waits WHERE woken_at IS NULL AND scope NOT LIKE $2 ORDER BY scope LIMIT $1`,
+		limit, pausedPrefix+"%")
 	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("read the waiting scopes: %w", err)
