@@ -32,6 +32,9 @@ go test -run='^$' -bench='^BenchmarkJourney$' -benchtime=1x -count=1 -timeout 15
 echo "== render: a 26.5 s timeline, plain ffmpeg in one pass beside the render stage in chunks (real PostgreSQL, S3, ffmpeg)"
 go test -run='^$' -bench='^BenchmarkRender$' -benchtime=1x -count=1 -timeout 10m ./functions/render/ | tee -a "$out"
 
+echo "== scheduling (issue 25): three tenants offered about 3x one model's slots, the backoff scheduler beside the wait list (real PostgreSQL, Redis, S3, ffmpeg; emulator)"
+go test -run='^$' -bench='^BenchmarkScheduling$' -benchtime=1x -count=1 -timeout 30m ./local/ | tee -a "$out"
+
 echo "== side by side"
 awk '
 	function metric(unit,   i) { for (i = 3; i < NF; i++) if ($(i+1) == unit) return $i; return "" }

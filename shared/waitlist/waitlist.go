@@ -161,6 +161,7 @@ func (l *List) Join(ctx context.Context, tx pgx.Tx, t task.Task, w Wait) error {
 	if err != nil {
 		return fmt.Errorf("join the wait list for %s: %w", w.Scope, err)
 	}
+	joins.Inc() // counted before the commit: a rolled-back join is rare and retried
 	return nil
 }
 
@@ -280,6 +281,13 @@ func (l *List) handoff(ctx context.Context, scopes []string, freed *slots.Lease,
 		// that does not know it holds it.
 		_ = l.slots.Release(context.WithoutCancel(ctx), *granted)
 		woken = uuid.Nil
+	}
+	if woken != uuid.Nil {
+		cause := causeIdle
+		if freed != nil {
+			cause = causeRelease
+		}
+		wakeups.WithLabelValues(cause).Inc()
 	}
 	return woken, released, err
 }
