@@ -16,9 +16,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aivedio/pipeline/local/drive"
+	"github.com/aivedio/pipeline/shared/servicetest"
+	"github.com/aivedio/pipeline/shared/slots"
 	"github.com/aivedio/pipeline/shared/tenant"
 )
 
@@ -104,9 +107,13 @@ func benchScheduling(b *testing.B, name string, waitlist bool) schedResult {
 	o := defaultOptions()
 	o.apiAddr, o.opsAddr = "127.0.0.1:0", "127.0.0.1:0"
 	o.logFormat, o.logTo = "json", io.Discard
+	if os.Getenv("AIVEDIO_SCHED_BENCH_LOG") != "" {
+		o.logFormat, o.logTo = "text", os.Stderr // to see what a run did
+	}
 	o.runway = false // one provider: the model's slots are the only limit
 	o.sim.JobDurationMin, o.sim.JobDurationMax = schedJobMin, schedJobMax
 	ctx := b.Context()
+	clearSlots(b)
 	env, err := start(ctx, o)
 	require.NoError(b, err)
 	b.Cleanup(env.close)
@@ -163,6 +170,15 @@ func benchScheduling(b *testing.B, name string, waitlist bool) schedResult {
 		require.NoError(b, err)
 	}
 	end := time.Now()
+	if os.Getenv("AIVEDIO_SCHED_BENCH_LOG") != "" {
+		var state string
+		require.NoError(b, env.pool.QueryRow(ctx, `SELECT string_agg(status || ' ' || n, ', ') FROM
+			(SELECT status, count(*) AS n FROM generation_tasks GROUP BY status) s`).Scan(&state))
+		var outbox, waiting int
+		require.NoError(b, env.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM outbox_events WHERE published_at IS NULL),
+			(SELECT count(*) FROM slot_waits)`).Scan(&outbox, &waiting))
+		b.Logf("tasks: %s; unpublished outbox rows %d; on the wait list %d", state, outbox, waiting)
+	}
 	res := schedResult{scheduler: name, tenants: map[string]waits{}}
 	for _, t := range schedTenants {
 		w, err := tenantWaits(ctx, env.pool, offered[t.name], end)
@@ -178,6 +194,22 @@ func benchScheduling(b *testing.B, name string, waitlist bool) schedResult {
 	b.ReportMetric(quantile(res.tenants["low"].all, 0.95).Seconds(), "low-p95-s")
 	b.ReportMetric(float64(quantile(res.idle, 0.95).Milliseconds()), "idle-p95-ms")
 	return res
+}
+
+// clearSlots empties the slot scopes in Redis: the leases of an earlier
+// run's jobs, cut off when its pipeline stopped, would hold the model's
+// slots for SLOT_LEASE. Benchmarks run alone, so no other test's slots
+// are lost.
+func clearSlots(b *testing.B) {
+	opts, err := redis.ParseURL(servicetest.Env(b, "scheduling benchmark", "REDIS_URL"))
+	require.NoError(b, err)
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	iter := rdb.Scan(b.Context(), 0, slots.DefaultKeyPrefix+"*", 1000).Iterator()
+	for iter.Next(b.Context()) {
+		require.NoError(b, rdb.Del(b.Context(), iter.Val()).Err())
+	}
+	require.NoError(b, iter.Err())
 }
 
 // schedKey makes tenant t with a balance no run spends, and its key.

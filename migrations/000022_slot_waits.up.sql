@@ -5,8 +5,8 @@
 -- it.
 --
 -- A task has one row while it waits. rank_ms orders the waiters of a scope,
--- lowest first: the tenant's fair tag (advanced by the scope's grant
--- interval at each join, so a tenant's burst queues behind itself) less a
+-- lowest first: the tenant's fair tag (advanced at each join by the grant
+-- interval its priority gets, so a tenant's burst queues behind itself) less a
 -- head start for the tenant's priority, capped so that a task waiting long
 -- enough passes newer work of any priority. woken_at is set when the
 -- task was handed its slots and woken; the row goes when the task enters
@@ -28,13 +28,16 @@ CREATE TABLE slot_waits (
 -- The next waiter of a scope, and the count of those ahead of one.
 CREATE INDEX slot_waits_next_idx ON slot_waits (scope, rank_ms) WHERE woken_at IS NULL;
 
--- Per scope: how often a waiter was handed a slot (an average interval,
--- the scope's turnover under load), for fair tags and the ETA a waiting
--- task shows; and per tenant, its latest fair tag.
+-- Per scope and priority: how often a waiter of that priority was handed
+-- a slot (an average interval: the turnover its class gets under load),
+-- for fair tags and the ETA a waiting task shows; and per tenant, its
+-- latest fair tag.
 CREATE TABLE slot_wait_scopes (
-    scope             text        PRIMARY KEY,
+    scope             text        NOT NULL,
+    priority          integer     NOT NULL,
     grant_interval_ms double precision NOT NULL CHECK (grant_interval_ms > 0),
-    last_grant_at     timestamptz
+    last_grant_at     timestamptz,
+    PRIMARY KEY (scope, priority)
 );
 
 CREATE TABLE slot_wait_tags (

@@ -10,11 +10,13 @@
 //	rank = tag − min(PriorityStep × tenant priority, AgingMax)
 //	tag  = max(now, the tenant's previous tag in the scope) + grant interval
 //
-// The grant interval is how often the scope hands a waiter a slot under
-// load (an average kept in slot_wait_scopes). A tenant's tags therefore
-// advance as fast as the scope serves anybody: a tenant that queues 10,000
-// tasks at once holds tags far into the future, and another tenant's first
-// task, tagged now, is served after about one grant. The head start is
+// The grant interval is how often the scope hands a waiter of the
+// tenant's priority a slot under load (an average kept in
+// slot_wait_scopes). A tenant's tags therefore advance as fast as its
+// priority class is served: a tenant that queues 10,000 tasks at once
+// holds tags far into the future, and another tenant's first task of the
+// same priority, tagged now, is served after about one grant of that
+// class. The head start is
 // aging: a task that has waited PriorityStep × (difference of priorities)
 // passes newer work of a higher priority, so nothing waits for ever behind
 // a stream of higher-priority work; the cap AgingMax bounds how long any
@@ -142,14 +144,15 @@ func (l *List) Join(ctx context.Context, tx pgx.Tx, t task.Task, w Wait) error {
 		return fmt.Errorf("join the wait list: task %s names no scope or provider", t.ID)
 	}
 	_, err := tx.Exec(ctx, `WITH prior AS (SELECT 1 FROM slot_waits WHERE task_id = $1),
-		interval AS (SELECT coalesce((SELECT grant_interval_ms FROM slot_wait_scopes WHERE scope = $3), $6)::bigint AS ms),
+		tenant AS (SELECT coalesce((SELECT priority FROM tenants WHERE tenant_id = $2), 0) AS priority),
+		interval AS (SELECT coalesce((SELECT s.grant_interval_ms FROM slot_wait_scopes s, tenant
+			WHERE s.scope = $3 AND s.priority = tenant.priority), $6)::bigint AS ms),
 		now AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms),
 		tag AS (INSERT INTO slot_wait_tags (scope, tenant_id, tag_ms)
 			SELECT $3, $2, now.ms + interval.ms FROM now, interval WHERE NOT EXISTS (SELECT 1 FROM prior)
 			ON CONFLICT (scope, tenant_id) DO UPDATE
 				SET tag_ms = greatest(slot_wait_tags.tag_ms, (SELECT ms FROM now)) + (SELECT ms FROM interval)
-			RETURNING tag_ms),
-		tenant AS (SELECT coalesce((SELECT priority FROM tenants WHERE tenant_id = $2), 0) AS priority)
+			RETURNING tag_ms)
 		INSERT INTO slot_waits (task_id, tenant_id, scope, provider, priority, rank_ms, reason, refusals)
 		SELECT $1, $2, $3, $4, tenant.priority,
 			coalesce((SELECT tag_ms FROM tag), 0) - least(tenant.priority::bigint * $7, $8), $5, $9
@@ -212,6 +215,7 @@ type waiter struct {
 	Scope    string
 	Provider string
 	Refusals int
+	Priority int
 }
 
 // Release frees lease (a task's slots, after its job ended) and hands the
@@ -250,7 +254,7 @@ func (l *List) handoff(ctx context.Context, scopes []string, freed *slots.Lease,
 		// A waiter's row changes only under its task's lock (its submit
 		// joins and leaves under it, a wake-up takes it): skipping locked
 		// tasks lets two releases wake two waiters instead of queueing.
-		rows, _ := tx.Query(ctx, `SELECT w.task_id, w.scope, w.provider, w.refusals FROM slot_waits w
+		rows, _ := tx.Query(ctx, `SELECT w.task_id, w.scope, w.provider, w.refusals, w.priority FROM slot_waits w
 			JOIN generation_tasks t ON t.task_id = w.task_id
 			WHERE w.scope = ANY($1) AND w.woken_at IS NULL ORDER BY w.rank_ms, w.task_id LIMIT $2 FOR UPDATE OF t SKIP LOCKED`,
 			scopes, l.p.Candidates)
@@ -344,12 +348,12 @@ func (l *List) wakeTask(ctx context.Context, tx pgx.Tx, t task.Task, w waiter) e
 	if _, err := tx.Exec(ctx, `UPDATE slot_waits SET woken_at = clock_timestamp() WHERE task_id = $1`, w.TaskID); err != nil {
 		return fmt.Errorf("mark waiter woken: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO slot_wait_scopes AS s (scope, grant_interval_ms, last_grant_at)
-		VALUES ($1, $2, clock_timestamp())
-		ON CONFLICT (scope) DO UPDATE SET last_grant_at = EXCLUDED.last_grant_at,
+	if _, err := tx.Exec(ctx, `INSERT INTO slot_wait_scopes AS s (scope, priority, grant_interval_ms, last_grant_at)
+		VALUES ($1, $3, $2, clock_timestamp())
+		ON CONFLICT (scope, priority) DO UPDATE SET last_grant_at = EXCLUDED.last_grant_at,
 			grant_interval_ms = greatest(1, 0.8 * s.grant_interval_ms
 				+ 0.2 * least(extract(epoch FROM EXCLUDED.last_grant_at - coalesce(s.last_grant_at, EXCLUDED.last_grant_at)) * 1000, 600000))`,
-		w.Scope, float64(l.p.GrantInterval.Milliseconds())); err != nil {
+		w.Scope, float64(l.p.GrantInterval.Milliseconds()), w.Priority); err != nil {
 		return fmt.Errorf("record the grant of %s: %w", w.Scope, err)
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
@@ -418,7 +422,7 @@ func Position(ctx context.Context, q pg.Querier, id uuid.UUID) (*Queue, error) {
 	err := q.QueryRow(ctx, `SELECT w.scope,
 			(SELECT count(*) FROM (SELECT 1 FROM slot_waits o WHERE o.scope = w.scope AND o.woken_at IS NULL
 				AND (o.rank_ms, o.task_id) < (w.rank_ms, w.task_id) LIMIT $2) ahead),
-			coalesce((SELECT grant_interval_ms FROM slot_wait_scopes s WHERE s.scope = w.scope), $3)
+			coalesce((SELECT 1 / sum(1 / grant_interval_ms) FROM slot_wait_scopes s WHERE s.scope = w.scope), $3)
 		FROM slot_waits w WHERE w.task_id = $1 AND w.woken_at IS NULL`, id, aheadCap, float64(DefaultGrantInterval.Milliseconds())).
 		Scan(&qu.Scope, &qu.AheadOfYou, &interval)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -174,7 +174,7 @@ func TestAgingPassesNewerHigherPriority(t *testing.T) {
 // interval is the model scope's grant interval now.
 func (b *bundle) interval(t *testing.T) time.Duration {
 	var ms float64
-	err := b.pool.QueryRow(t.Context(), `SELECT coalesce((SELECT grant_interval_ms FROM slot_wait_scopes WHERE scope = $1), $2)`,
+	err := b.pool.QueryRow(t.Context(), `SELECT coalesce((SELECT 1 / sum(1 / grant_interval_ms) FROM slot_wait_scopes WHERE scope = $1), $2)`,
 		model, float64(waitlist.DefaultGrantInterval.Milliseconds())).Scan(&ms)
 	require.NoError(t, err)
 	return time.Duration(ms * float64(time.Millisecond))
